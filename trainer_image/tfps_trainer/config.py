@@ -1,0 +1,122 @@
+"""Job settings handed from the operator (or `tfps run`) to every trainer process.
+
+This module is TF-free and Kubernetes-free on purpose: the operator imports it to build the
+settings, trainer pods import it to read them. It is the only schema both sides share.
+
+Transport: the JSON form of :class:`JobSettings` in the environment variable ``TFPS_JOB``
+(see :data:`SETTINGS_ENV`). TF_CONFIG stays in ``TF_CONFIG`` as TensorFlow expects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+SETTINGS_ENV = "TFPS_JOB"
+"""Environment variable carrying the JSON-encoded JobSettings."""
+
+TERMINATION_LOG_ENV = "TFPS_TERMINATION_LOG"
+"""Where a trainer writes its one-line failure reason (Kubernetes reads /dev/termination-log)."""
+DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+
+DEFAULT_PROGRESS_PORT = 8470
+"""Port of the chief's (and evaluator's) progress endpoint: GET /status (JSON), GET /metrics."""
+
+ExportFormat = Literal["savedmodel", "tflite", "onnx"]
+Quantization = Literal["none", "dynamic", "float16", "int8"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CheckpointSettings(_Frozen):
+    every_steps: int | None = Field(default=None, ge=1)
+    every_seconds: float | None = Field(default=None, gt=0)
+    keep: int = Field(default=3, ge=1)
+
+
+class PartitionerSettings(_Frozen):
+    """``tf.distribute.experimental.partitioners.MinSizePartitioner`` arguments; None = no partitioning."""
+
+    min_shard_bytes: int = Field(default=256 << 10, ge=1)
+    max_shards: int = Field(default=1, ge=1)
+
+
+class Tolerance(_Frozen):
+    """Allowed difference between an artifact's outputs and the TensorFlow model's on the same inputs."""
+
+    max_abs: float = Field(default=1e-4, ge=0)
+    max_rel: float | None = Field(default=None, ge=0)
+    min_argmax_agreement: float | None = Field(default=None, ge=0, le=1)
+
+
+class ExportSettings(_Frozen):
+    enabled: bool = True
+    formats: tuple[ExportFormat, ...] = ("savedmodel", "tflite", "onnx")
+    tflite_quantization: Quantization = "none"
+    tflite_calibration_samples: int = Field(default=0, ge=0)
+    onnx_opset: int = Field(default=17, ge=9)
+    verify_samples: int = Field(default=64, ge=1)
+    tolerances: dict[ExportFormat, Tolerance] = Field(default_factory=dict)
+
+
+class Paths(_Frozen):
+    """Where a job's files live: ``<root>`` is ``<mount>/<namespace>/<job>``."""
+
+    root: str
+
+    @property
+    def checkpoints(self) -> str:
+        return str(PurePosixPath(self.root) / "checkpoints")
+
+    @property
+    def exports(self) -> str:
+        return str(PurePosixPath(self.root) / "exports")
+
+    @property
+    def tensorboard(self) -> str:
+        return str(PurePosixPath(self.root) / "tensorboard")
+
+
+class JobSettings(_Frozen):
+    job_name: str
+    namespace: str = "default"
+    model_module: str
+    model_args: dict[str, Any] = Field(default_factory=dict)
+    steps: int = Field(ge=1)
+    batch_size: int = Field(ge=1)
+    checkpoint: CheckpointSettings = CheckpointSettings()
+    check_numerics: bool = False
+    partitioner: PartitionerSettings | None = None
+    paths: Paths
+    export: ExportSettings = ExportSettings()
+    progress_port: int = Field(default=DEFAULT_PROGRESS_PORT, ge=1, le=65535)
+    seed: int | None = None
+
+    def to_env(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> "JobSettings":
+        """Read settings from ``TFPS_JOB``; raise :class:`SettingsError` with a one-line reason."""
+        env = os.environ if environ is None else environ
+        raw = env.get(SETTINGS_ENV)
+        if not raw:
+            raise SettingsError(f"{SETTINGS_ENV} is not set: the operator or `tfps run` must provide the job settings")
+        try:
+            return cls.model_validate(json.loads(raw))
+        except json.JSONDecodeError as exc:
+            raise SettingsError(f"{SETTINGS_ENV} is not valid JSON: {exc.msg} at position {exc.pos}") from None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "<root>"
+            raise SettingsError(f"{SETTINGS_ENV}.{where}: {first['msg']}") from None
+
+
+class SettingsError(ValueError):
+    """The job settings are missing or malformed."""
