@@ -1,0 +1,67 @@
+"""`tfps`: the command line. Each subcommand lives in the module that owns it; this file only parses.
+
+    tfps operator   run the operator (tfps_operator.runner)
+    tfps run        run a job file locally (tfps_operator.local)
+    tfps crd        print the generated CRD (tfps_operator.api.crd)
+    tfps validate   check job files client-side (tfps_operator.api.validate)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tfps", description="TensorFlow parameter-server training on Kubernetes.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    op = sub.add_parser("operator", help="run the operator")
+    op.add_argument("--namespace", "-n", action="append", default=None,
+                    help="watch this namespace (repeatable); default: all namespaces (env TFPS_NAMESPACES, comma-separated)")
+    op.add_argument("--default-image", default=None, help="trainer image for jobs that set none (env TFPS_DEFAULT_IMAGE)")
+    op.add_argument("--log-format", choices=["plain", "json"], default=None, help="log format (env TFPS_LOG_FORMAT)")
+    op.add_argument("--health-port", type=int, default=None, help="liveness endpoint port (env TFPS_HEALTH_PORT, default 8080)")
+    op.add_argument("--metrics-port", type=int, default=None, help="Prometheus metrics port (env TFPS_METRICS_PORT, default 9090)")
+    op.add_argument("--peering", default=None, help="Kopf peering name for leader election (env TFPS_PEERING)")
+    op.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    op.add_argument("--verbose", "-v", action="store_true")
+
+    run = sub.add_parser("run", help="run a PSTrainingJob file locally, as processes on this machine")
+    run.add_argument("file", help="PSTrainingJob YAML")
+    run.add_argument("--workdir", default=None, help="where checkpoints, logs and exports go (default: ./tfps-work/<job>)")
+    run.add_argument("--steps", type=int, default=None, help="override spec.training.steps")
+    run.add_argument("--no-export", action="store_true", help="train only")
+
+    crd = sub.add_parser("crd", help="print the PSTrainingJob CustomResourceDefinition (YAML)")
+    crd.add_argument("--output", "-o", default="-", help="file to write (default: stdout)")
+
+    val = sub.add_parser("validate", help="validate PSTrainingJob files with the same rules as the API server")
+    val.add_argument("files", nargs="+", help="YAML files (may hold several documents)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "operator":
+        from .runner import main as run_operator
+
+        return run_operator(args)
+    if args.command == "run":
+        from .local import main as run_local
+
+        return run_local(args)
+    if args.command == "crd":
+        from .api.crd import main as print_crd
+
+        return print_crd(args)
+    if args.command == "validate":
+        from .api.validate import main as validate
+
+        return validate(args)
+    raise AssertionError(args.command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
