@@ -1,0 +1,63 @@
+"""From a validated PSTrainingJob to the settings every trainer process receives (TFPS_JOB)."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from tfps_trainer.config import (
+    CheckpointSettings,
+    ExportSettings,
+    JobSettings,
+    PartitionerSettings,
+    Paths,
+    Tolerance,
+)
+
+from ..api.models import PSTrainingJob, Role
+
+
+def replica_counts(job: PSTrainingJob) -> dict[Role, int]:
+    r = job.spec.replicas
+    return {"chief": r.chief.replicas, "ps": r.ps.replicas, "worker": r.worker.replicas, "evaluator": r.evaluator.replicas}
+
+
+def job_root(mount_path: str, job: PSTrainingJob) -> str:
+    """``<mount>/<namespace>/<job>``: where checkpoints, TensorBoard logs and exports live."""
+    return str(PurePosixPath(mount_path) / job.metadata.namespace / job.metadata.name)
+
+
+def job_settings(job: PSTrainingJob, mount_path: str | None = None) -> JobSettings:
+    """The trainer's view of the job. ``mount_path`` overrides the spec's (``tfps run`` uses its workdir)."""
+    spec = job.spec
+    t = spec.training
+    e = spec.export
+    part = t.variable_partitioner
+    return JobSettings(
+        job_name=job.metadata.name,
+        namespace=job.metadata.namespace,
+        model_module=spec.model.module,
+        model_args=spec.model.args,
+        steps=t.steps,
+        batch_size=t.batch_size,
+        checkpoint=CheckpointSettings(
+            every_steps=t.checkpoint.every_steps,
+            every_seconds=t.checkpoint.every_seconds,
+            keep=t.checkpoint.keep,
+        ),
+        check_numerics=t.check_numerics,
+        partitioner=PartitionerSettings(min_shard_bytes=part.min_shard_bytes, max_shards=part.max_shards) if part else None,
+        paths=Paths(root=job_root(mount_path or spec.storage.mount_path, job)),
+        export=ExportSettings(
+            enabled=e.enabled,
+            formats=tuple(e.formats),
+            tflite_quantization=e.tflite.quantization,
+            tflite_calibration_samples=e.tflite.calibration_samples,
+            onnx_opset=e.onnx.opset,
+            verify_samples=e.verify.samples,
+            tolerances={
+                fmt: Tolerance(**tol.model_dump(exclude_none=True))
+                for fmt, tol in (e.verify.tolerances or {}).items()
+            },
+        ),
+        seed=t.seed,
+    )

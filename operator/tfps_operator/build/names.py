@@ -1,0 +1,24 @@
+"""Deterministic names of a job's children, and the DNS names TF_CONFIG uses."""
+
+from __future__ import annotations
+
+from ..api.models import Role
+
+MAX_INDEX_DIGITS = 3
+"""Replica counts are capped at 1000 by the API, so an index has at most 3 digits."""
+LONGEST_POD_SUFFIX = len("-evaluator-") + MAX_INDEX_DIGITS
+MAX_JOB_NAME = 63 - LONGEST_POD_SUFFIX
+"""A pod's hostname is a DNS label (≤ 63 chars): ``<job>-<role>-<index>`` must fit."""
+
+
+def pod_name(job: str, role: Role, index: int) -> str:
+    return f"{job}-{role}-{index}"
+
+
+def service_name(job: str) -> str:
+    """The job's headless Service; pods set ``subdomain`` to it."""
+    return job
+
+
+def pod_fqdn(job: str, namespace: str, role: Role, index: int) -> str:
+    return f"{pod_name(job, role, index)}.{service_name(job)}.{namespace}.svc"
