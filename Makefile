@@ -3,17 +3,17 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
 .PHONY: venv demo test test-unit cluster-up cluster-down crd lint
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@echo ">> creating $(VENV) and installing tfps-operator[trainer,dev]"
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[trainer,dev]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[trainer,dev]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 demo: venv
