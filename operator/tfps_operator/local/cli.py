@@ -1,0 +1,181 @@
+"""`tfps run FILE`: validate, train as local processes, export, report.
+
+Exit codes: 0 training and every requested export succeeded; 1 training or export failed;
+2 invalid input (nothing was started); 128+N stopped by signal N (every child is stopped first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ..api.models import PSTrainingJob
+from ..build.jobsettings import job_settings
+from .export import ExportOutcome, artifact_rows, run_export
+from .progress import Display, make_display
+from .supervisor import LocalJob, Supervisor
+
+DEFAULT_WORKDIR = "tfps-work"
+EXIT_FAILED = 1
+EXIT_INVALID = 2
+
+
+class InvalidInput(ValueError):
+    """The job file or the command line is wrong; the message names the field and the reason."""
+
+
+class Interrupted(BaseException):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _pydantic_message(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "<root>"
+        lines.append(f"{where}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def load_job(path: str) -> PSTrainingJob:
+    """Read and validate one PSTrainingJob document with the API's rules (``api.validate``)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise InvalidInput(f"{path}: not valid YAML: {exc}") from None
+    if len(docs) != 1:
+        raise InvalidInput(f"{path}: expected exactly one PSTrainingJob document, found {len(docs)}")
+    doc: Any = docs[0]
+    if not isinstance(doc, dict):
+        raise InvalidInput(f"{path}: expected a PSTrainingJob mapping, got {type(doc).__name__}")
+    try:
+        from ..api.validate import validate_job
+    except ImportError:  # pragma: no cover - only while api.validate is not there yet
+        validate_job = None
+    try:
+        if validate_job is not None:
+            return validate_job(doc)
+        return PSTrainingJob.model_validate(doc)
+    except ValidationError as exc:
+        raise InvalidInput(f"{path}: invalid PSTrainingJob:\n{_pydantic_message(exc)}") from None
+    except ValueError as exc:
+        raise InvalidInput(f"{path}: invalid PSTrainingJob:\n{exc}") from None
+
+
+def plan_from_args(args: argparse.Namespace) -> LocalJob:
+    """Everything the run needs, or InvalidInput; touches nothing on disk."""
+    if args.steps is not None and args.steps < 1:
+        raise InvalidInput(f"--steps: must be ≥ 1 (got {args.steps})")
+    job = load_job(args.file)
+    if args.steps is not None:
+        job = job.model_copy(deep=True)
+        job.spec.training.steps = args.steps
+    workdir = Path(args.workdir or DEFAULT_WORKDIR).expanduser().resolve()
+    if workdir.exists() and not workdir.is_dir():
+        raise InvalidInput(f"--workdir: {workdir} exists and is not a directory")
+    if args.no_export:
+        job = job.model_copy(deep=True)
+        job.spec.export.enabled = False
+    return LocalJob(job=job, settings=job_settings(job, mount_path=str(workdir)))
+
+
+def _print_artifacts(out: ExportOutcome, tty: bool) -> None:
+    rows = artifact_rows(out.artifacts)
+    header = ("format", "path", "size", "max error (verified)")
+    if tty:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"exported step {out.step}: {out.path}")
+        for h in header:
+            table.add_column(h, overflow="fold")
+        for r in rows:
+            table.add_row(*r)
+        Console().print(table)
+        return
+    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+    print(f"exported step {out.step}: {out.path}")
+    for r in (header, *rows):
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+def _install_signal_handlers() -> dict[int, Any]:
+    def handler(signum: int, _frame: Any) -> None:
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+        raise Interrupted(signum)
+
+    return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        plan = plan_from_args(args)
+    except InvalidInput as exc:
+        print(f"tfps run: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    job, settings = plan.job, plan.settings
+    tty = sys.stdout.isatty()
+    started = time.monotonic()
+    previous = _install_signal_handlers()
+    display: Display | None = None
+    supervisor: Supervisor | None = None
+    try:
+        display = make_display(settings.steps, tty)
+        resumed = (plan.root / "checkpoints" / "checkpoint").exists()
+        display.event(
+            f"job {job.metadata.namespace}/{job.metadata.name}: {settings.steps} steps of {settings.model_module}; "
+            f"files under {plan.root}" + ("; resuming from its latest checkpoint" if resumed else "")
+        )
+        supervisor = Supervisor(plan, display)
+        outcome = supervisor.run(deadline_s=job.spec.run_policy.active_deadline_seconds)
+        supervisor.stop()
+        if not outcome.ok:
+            display.close()
+            print(f"tfps run: training failed: {outcome.message}", file=sys.stderr)
+            return EXIT_FAILED
+        ckpt = outcome.status.checkpoint_path if outcome.status else None
+        display.event(f"training finished after {time.monotonic() - started:.0f}s"
+                      + (f" ({outcome.restarts} restart(s))" if outcome.restarts else "")
+                      + (f"; latest checkpoint {ckpt}" if ckpt else ""))
+        if not settings.export.enabled:
+            display.close()
+            print(f"done (export disabled); checkpoints in {settings.paths.checkpoints}")
+            return 0
+        exported = run_export(plan, display)
+        display.close()
+        if not exported.ok:
+            print(f"tfps run: {exported.message}", file=sys.stderr)
+            return EXIT_FAILED
+        _print_artifacts(exported, tty)
+        print(f"done in {time.monotonic() - started:.0f}s; logs in {plan.logs}")
+        return 0
+    except Interrupted as exc:
+        if display is not None:
+            display.event(f"{exc}: stopping every process")
+        if supervisor is not None:
+            supervisor.stop()
+        if display is not None:
+            display.close()
+        print(f"tfps run: interrupted by {exc}; rerun the same command to resume from the latest checkpoint",
+              file=sys.stderr)
+        return 128 + exc.signum
+    finally:
+        for s in previous:
+            signal.signal(s, signal.SIG_IGN)
+        if supervisor is not None:
+            supervisor.stop()
+        for s, h in previous.items():
+            signal.signal(s, h)

@@ -1,0 +1,252 @@
+"""Run the training cluster as local processes, with the operator's failure rules.
+
+One loop in the main thread: start ps, workers, evaluator and chief with TF_CONFIG on loopback
+ports; poll them and the chief's progress; on a failure ask ``reconcile.failure_policy`` what to do
+(recreate one process, restart everything from the latest checkpoint, or give up). The chief
+exiting 0 means training is done.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tfps_trainer.config import SETTINGS_ENV, TERMINATION_LOG_ENV, JobSettings
+
+from ..api.models import PSTrainingJob, Role
+from ..build.jobsettings import replica_counts
+from ..build.tfconfig import tf_config_json
+from ..reconcile.failure_policy import on_failure
+from .ports import HOST, free_ports, looks_like_port_in_use
+from .procs import Child, stop_all
+from .progress import Display, Status, fetch_status
+
+START_ORDER: tuple[Role, ...] = ("ps", "worker", "evaluator", "chief")
+"""Servers first, the chief (which connects to them) last. Failures are also examined in this order
+(chief before workers would blame a worker for a PS crash), so a PS failure is seen as the cause."""
+FAILURE_ORDER: tuple[Role, ...] = ("ps", "chief", "worker", "evaluator")
+PROGRESS_HOST_ENV = "TFPS_PROGRESS_HOST"
+STARTUP_WINDOW_S = 30.0
+"""A process that dies this soon after starting, saying its port is taken, lost a port race."""
+MAX_PORT_RACES = 5
+MAX_RECREATE_DELAY_S = 30.0
+
+
+@dataclass(frozen=True)
+class Task:
+    role: Role
+    index: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.index}"
+
+
+@dataclass(frozen=True)
+class LocalJob:
+    """A validated job bound to a local workdir: everything needed to start its processes."""
+
+    job: PSTrainingJob
+    settings: JobSettings
+    python: str = sys.executable
+
+    @property
+    def root(self) -> Path:
+        return Path(self.settings.paths.root)
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def tasks(self) -> list[Task]:
+        counts = replica_counts(self.job)
+        return [Task(role, i) for role in START_ORDER for i in range(counts.get(role, 0))]
+
+    def restart_policy(self, role: Role):
+        return getattr(self.job.spec.replicas, role).restart_policy
+
+    def base_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", SETTINGS_ENV, TERMINATION_LOG_ENV)}
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+        env[PROGRESS_HOST_ENV] = HOST
+        return env
+
+    def child(self, name: str, argv: list[str], env: dict[str, str]) -> Child:
+        term = self.logs / f"{name}.termination-log"
+        env = {**env, TERMINATION_LOG_ENV: str(term)}
+        return Child(name=name, argv=argv, env=env, log_path=self.logs / f"{name}.log", termination_log=term)
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Loopback ports of one incarnation of the cluster: a gRPC port per task, progress ports for chief/evaluator."""
+
+    grpc: dict[Task, int]
+    progress: dict[Task, int]
+
+    @classmethod
+    def allocate(cls, tasks: list[Task]) -> "Ports":
+        with_progress = [t for t in tasks if t.role in ("chief", "evaluator")]
+        ports = free_ports(len(tasks) + len(with_progress))
+        grpc = dict(zip(tasks, ports))
+        return cls(grpc=grpc, progress=dict(zip(with_progress, ports[len(tasks):])))
+
+    def address(self, role: Role, index: int) -> str:
+        return f"{HOST}:{self.grpc[Task(role, index)]}"
+
+
+def task_env(plan: LocalJob, ports: Ports, task: Task) -> dict[str, str]:
+    """The environment of one trainer process: TF_CONFIG from the shared builder, TFPS_JOB with its progress port."""
+    settings = plan.settings
+    if task in ports.progress:
+        settings = settings.model_copy(update={"progress_port": ports.progress[task]})
+    return {
+        **plan.base_env(),
+        "TF_CONFIG": tf_config_json(replica_counts(plan.job), ports.address, task.role, task.index),
+        SETTINGS_ENV: settings.to_env(),
+    }
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    message: str
+    restarts: int = 0
+    status: Status | None = None
+
+
+class TrainingFailed(Exception):
+    pass
+
+
+@dataclass
+class Supervisor:
+    plan: LocalJob
+    display: Display
+    poll_interval: float = 0.5
+    grace: float = 10.0
+    restarts: int = 0
+    children: dict[Task, Child] = field(default_factory=dict)
+    status: Status | None = None
+    _ports: Ports | None = None
+    _recreate_at: dict[Task, float] = field(default_factory=dict)
+    _recreations: dict[Task, int] = field(default_factory=dict)
+    _finished: set[Task] = field(default_factory=set)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def _start_cluster(self) -> None:
+        self._ports = Ports.allocate(self.plan.tasks)
+        self._finished.clear()
+        self._recreate_at.clear()
+        for task in self.plan.tasks:
+            child = self.plan.child(task.name, [self.plan.python, "-m", "tfps_trainer"], task_env(self.plan, self._ports, task))
+            self.children[task] = child
+            child.start()
+        where = ", ".join(f"{t.name}={self._ports.grpc[t]}" for t in self.plan.tasks)
+        self.display.event(f"started {len(self.plan.tasks)} processes on {HOST} ({where}); logs in {self.plan.logs}")
+
+    def stop(self) -> None:
+        """Stop every process of the cluster (SIGTERM, then SIGKILL after the grace period)."""
+        stop_all(self.children.values(), self.grace)
+
+    @property
+    def progress_url(self) -> str | None:
+        chief = Task("chief", 0)
+        if self._ports is None or chief not in self._ports.progress:
+            return None
+        return f"http://{HOST}:{self._ports.progress[chief]}/status"
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self, deadline_s: float | None = None) -> Outcome:
+        """Train to completion. The caller must call :meth:`stop` (in a ``finally``) afterwards."""
+        started = time.monotonic()
+        races = 0
+        self._start_cluster()
+        while True:
+            time.sleep(self.poll_interval)
+            if deadline_s is not None and time.monotonic() - started > deadline_s:
+                self.stop()
+                return self._outcome(False, f"DeadlineExceeded: training ran longer than activeDeadlineSeconds ({deadline_s:.0f}s)")
+            self._poll_progress()
+            self._start_due_recreations()
+            failed = self._first_failure()
+            if failed is None:
+                if Task("chief", 0) in self._finished:
+                    self.stop()
+                    return self._outcome(True, "training finished")
+                continue
+            task, code = failed
+            child = self.children[task]
+            if self._lost_port_race(child) and races < MAX_PORT_RACES:
+                races += 1
+                self.display.event(f"{task.name} could not bind its port (taken meanwhile); restarting on fresh ports")
+                self.stop()
+                self._start_cluster()
+                continue
+            decision = on_failure(task.role, self.plan.restart_policy(task.role), code, self.restarts, self.plan.job.spec.run_policy.backoff_limit)
+            if decision.action == "recreate_pod":
+                n = self._recreations.get(task, 0)
+                self._recreations[task] = n + 1
+                delay = min(MAX_RECREATE_DELAY_S, float(2 ** n)) if n else 0.0
+                self.display.event(f"{decision.message} ({child.reason() or 'see ' + str(child.log_path)})"
+                                   + (f" in {delay:.0f}s" if delay else ""))
+                self._recreate_at[task] = time.monotonic() + delay
+                child.popen = None  # reaped; wait for _start_due_recreations
+            elif decision.action == "restart_job":
+                self.restarts += 1
+                self.display.event(f"{decision.message} ({child.reason() or 'see ' + str(child.log_path)})")
+                self.stop()
+                self._start_cluster()
+            else:
+                message = f"{decision.reason}: {decision.message}\n{child.describe_failure(code)}"
+                self.stop()
+                return self._outcome(False, message)
+
+    def _outcome(self, ok: bool, message: str) -> Outcome:
+        return Outcome(ok=ok, message=message, restarts=self.restarts, status=self.status)
+
+    def _poll_progress(self) -> None:
+        url = self.progress_url
+        if url is None:
+            return
+        status = fetch_status(url, timeout=min(0.5, self.poll_interval))
+        if status is not None:
+            if self.status is None or status.checkpoint_step != self.status.checkpoint_step:
+                if status.checkpoint_step is not None:
+                    self.display.event(f"checkpoint at step {status.checkpoint_step}: {status.checkpoint_path}")
+            self.status = status
+            self.display.update(status)
+
+    def _start_due_recreations(self) -> None:
+        now = time.monotonic()
+        for task, when in list(self._recreate_at.items()):
+            if when <= now:
+                del self._recreate_at[task]
+                self.children[task].start()
+
+    def _first_failure(self) -> tuple[Task, int] | None:
+        """The first process (in FAILURE_ORDER) that ended badly; records clean exits of chief/evaluator."""
+        for role in FAILURE_ORDER:
+            for task, child in self.children.items():
+                if task.role != role or task in self._finished or task in self._recreate_at:
+                    continue
+                code = child.poll()
+                if code is None:
+                    continue
+                if code == 0 and role in ("chief", "evaluator"):
+                    self._finished.add(task)
+                    if role == "evaluator":
+                        self.display.event(f"{task.name} finished")
+                    continue
+                return task, code
+        return None
+
+    @staticmethod
+    def _lost_port_race(child: Child) -> bool:
+        young = time.monotonic() - child.started_at < STARTUP_WINDOW_S
+        return young and looks_like_port_in_use(child.reason() + "\n" + child.tail(40))
