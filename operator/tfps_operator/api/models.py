@@ -1,17 +1,23 @@
 """Pydantic models of the PSTrainingJob custom resource: the one source of truth for its fields.
 
 Field names on the wire are camelCase (``batchSize``); Python attributes are snake_case. The CRD in
-``crds/`` is generated from these models (``tfps crd``), including descriptions taken from the
-docstrings and field descriptions below.
+``crds/`` is generated from these models (``tfps crd``, see :mod:`.crd`): types, defaults, enums and
+ranges come from the fields, descriptions from the docstrings and field descriptions below, and the
+cross-field rules from the CEL expressions declared here with :func:`cel`. ``tfps validate``
+(:mod:`.validate`) checks the fields with pydantic and evaluates the very same CEL rules client-side,
+so the API server and the client apply one set of rules.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+from typing_extensions import NotRequired, Required, TypedDict
 
 GROUP = "tfps.dev"
 VERSION = "v1alpha1"
@@ -25,8 +31,33 @@ API_VERSION = f"{GROUP}/{VERSION}"
 Role = Literal["chief", "ps", "worker", "evaluator"]
 ROLES: tuple[Role, ...] = ("chief", "ps", "worker", "evaluator")
 
-QUANTITY_PATTERN = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-"""Kubernetes resource.Quantity syntax (the same regex the API server documents)."""
+MAX_JOB_NAME = 49
+"""``<job>-evaluator-<index>`` (index < 1000) must be a DNS label of at most 63 characters.
+Equal to ``build.names.MAX_JOB_NAME`` (a test checks it); repeated here because the API package
+must not import the builders."""
+JOB_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+"""DNS-1035 label: the job name is also the name of its headless Service."""
+
+QUANTITY_PATTERN = r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+"""Kubernetes resource.Quantity syntax (the API server's documented regex), without negative values."""
+
+ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+"""A container environment variable name, as the API server validates it."""
+
+ExportFormat = Literal["savedmodel", "tflite", "onnx"]
+
+
+def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
+    """One ``x-kubernetes-validations`` entry. ``field_path`` (relative, e.g. ``.chief.replicas``)
+    is where the API server (and ``tfps validate``) report a violation."""
+    out = {"rule": rule, "message": message}
+    if field_path:
+        out["fieldPath"] = field_path
+    return out
+
+
+def _rules(*rules: dict[str, str]) -> dict[str, Any]:
+    return {"x-kubernetes-validations": list(rules)}
 
 
 class _Model(BaseModel):
@@ -42,11 +73,30 @@ class _Model(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-Quantity = str | int | float
+def _quantity(value: Any) -> int | str:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and re.match(QUANTITY_PATTERN, value):
+        return value
+    raise PydanticCustomError(
+        "quantity", "must be a resource quantity: a non-negative integer or a string such as '500m', '1.5' or '4Gi'"
+    )
+
+
+Quantity = Annotated[
+    int | str,
+    PlainValidator(_quantity),
+    WithJsonSchema({
+        "x-kubernetes-int-or-string": True,
+        "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": QUANTITY_PATTERN}],
+    }),
+]
+"""A Kubernetes resource quantity: int or string on the wire (as in a Pod), never a float."""
 
 
 class ResourceRequirements(_Model):
-    """Compute resources of a container, as in a Pod's ``resources``."""
+    """Compute resources of a container, as in a Pod's ``resources``. Quantities are integers or
+    strings: write ``cpu: "0.5"`` or ``cpu: 500m``, not ``cpu: 0.5``."""
 
     limits: dict[str, Quantity] | None = Field(default=None, description="Maximum resources, e.g. {cpu: '2', memory: 4Gi}.")
     requests: dict[str, Quantity] | None = Field(default=None, description="Guaranteed resources, e.g. {cpu: 500m, memory: 1Gi}.")
@@ -59,35 +109,53 @@ class ObjectMetaOverride(_Model):
     annotations: dict[str, str] | None = None
 
 
+class EnvVar(TypedDict, total=False):
+    """A container environment variable (core/v1 EnvVar). The Python value stays a plain dict with
+    the wire (camelCase) keys, ready to go into a Pod."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    name: Required[Annotated[str, Field(min_length=1, max_length=256, pattern=ENV_NAME_PATTERN,
+                                        description="Variable name; TF_CONFIG and TFPS_* are reserved.")]]
+    value: NotRequired[str]
+    valueFrom: NotRequired[Annotated[dict[str, Any], Field(description="core/v1 EnvVarSource.")]]
+
+
 class PodSpecOverride(_Model):
     """Pod settings merged into the pods the operator builds. The operator keeps its own hardening
     defaults unless a field here overrides them; it always sets the container command, TF_CONFIG and
-    the job's storage mount itself."""
+    the job's storage mount itself. Free-form fields (tolerations, affinity, volumes...) are checked
+    by the API server when the pods are created; a rejected pod ends the job with a Failed condition."""
 
-    node_selector: dict[str, str] | None = None
+    model_config = ConfigDict(json_schema_extra=_rules(
+        cel("!has(self.env) || self.env.all(e, e.name != 'TF_CONFIG' && !e.name.startsWith('TFPS_'))",
+            "TF_CONFIG and TFPS_* environment variables are reserved for the operator", ".env"),
+    ))
+
+    node_selector: dict[str, str] | None = Field(default=None, description="Pod nodeSelector.")
     tolerations: list[dict[str, Any]] | None = Field(default=None, description="Pod tolerations (core/v1 Toleration).")
     affinity: dict[str, Any] | None = Field(default=None, description="Pod affinity (core/v1 Affinity).")
-    priority_class_name: str | None = None
-    env: list[dict[str, Any]] | None = Field(default=None, description="Extra container env (core/v1 EnvVar); TF_CONFIG and TFPS_* are reserved.")
+    priority_class_name: str | None = Field(default=None, max_length=253, description="Pod priorityClassName.")
+    env: list[EnvVar] | None = Field(default=None, max_length=128, description="Extra container env (core/v1 EnvVar); TF_CONFIG and TFPS_* are reserved.")
     volumes: list[dict[str, Any]] | None = Field(default=None, description="Extra pod volumes (core/v1 Volume).")
     volume_mounts: list[dict[str, Any]] | None = Field(default=None, description="Extra trainer container mounts (core/v1 VolumeMount).")
-    resources: ResourceRequirements | None = None
+    resources: ResourceRequirements | None = Field(default=None, description="Trainer container resources; wins over the replica type's resources.")
     security_context: dict[str, Any] | None = Field(default=None, description="Trainer container securityContext (core/v1 SecurityContext).")
     pod_security_context: dict[str, Any] | None = Field(default=None, description="Pod securityContext (core/v1 PodSecurityContext).")
-    image_pull_secrets: list[dict[str, str]] | None = None
+    image_pull_secrets: list[dict[str, str]] | None = Field(default=None, description="Pod imagePullSecrets, e.g. [{name: regcred}].")
 
 
 class PodTemplateOverride(_Model):
     """Optional per-replica-type overrides of the generated pods."""
 
-    metadata: ObjectMetaOverride | None = None
-    spec: PodSpecOverride | None = None
+    metadata: ObjectMetaOverride | None = Field(default=None, description="Labels and annotations added to the pods.")
+    spec: PodSpecOverride | None = Field(default=None, description="Pod and trainer-container settings.")
 
 
 class ReplicaSpec(_Model):
     """One replica type (chief, ps, worker or evaluator)."""
 
-    replicas: int = Field(default=1, ge=0, le=1000, description="Number of pods of this type.")
+    replicas: int = Field(default=1, ge=0, le=1000, description="Number of pods of this type. Immutable once the job has started.")
     resources: ResourceRequirements | None = Field(default=None, description="Trainer container resources.")
     restart_policy: Literal["OnFailure", "Never", "ExitCode"] = Field(
         default="OnFailure",
@@ -97,17 +165,24 @@ class ReplicaSpec(_Model):
             "fails the job. ExitCode: exit codes 1-127 are permanent failures, 128+ (signals) are retried."
         ),
     )
-    template: PodTemplateOverride | None = None
+    template: PodTemplateOverride | None = Field(default=None, description="Optional overrides of this type's pods.")
 
 
 class Replicas(_Model):
     """The replica types of the job. The training cluster is chief + ps + worker; the evaluator runs
-    beside it, outside the training cluster."""
+    beside it, outside the training cluster. Replica counts cannot change once the job has started."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(
+        cel("self.chief.replicas == 1", "must be 1: a job has exactly one chief", ".chief.replicas"),
+        cel("self.ps.replicas >= 1", "must be ≥ 1: a job needs a parameter server", ".ps.replicas"),
+        cel("self.worker.replicas >= 1", "must be ≥ 1: a job needs a worker", ".worker.replicas"),
+        cel("self.evaluator.replicas <= 1", "must be 0 or 1", ".evaluator.replicas"),
+    ))
 
     chief: ReplicaSpec = Field(default_factory=lambda: ReplicaSpec(replicas=1), description="Exactly one chief runs the training loop.")
     ps: ReplicaSpec = Field(default_factory=lambda: ReplicaSpec(replicas=1), description="Parameter servers (at least 1).")
     worker: ReplicaSpec = Field(default_factory=lambda: ReplicaSpec(replicas=1), description="Workers (at least 1).")
-    evaluator: ReplicaSpec = Field(default_factory=lambda: ReplicaSpec(replicas=0), description="Optional side-car evaluator (0 or 1).")
+    evaluator: ReplicaSpec = Field(default_factory=lambda: ReplicaSpec(replicas=0), description="Optional side-car evaluator (0 or 1); it evaluates every new checkpoint.")
 
 
 class ModelSpec(_Model):
@@ -119,7 +194,12 @@ class ModelSpec(_Model):
 
 
 class CheckpointPolicy(_Model):
-    """When checkpoints are written (at least one of everySteps, everySeconds) and how many are kept."""
+    """When checkpoints are written (at least one of everySteps, everySeconds) and how many are kept.
+    A final checkpoint is always written when training ends."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(
+        cel("has(self.everySteps) || has(self.everySeconds)", "set at least one of everySteps, everySeconds"),
+    ))
 
     every_steps: int | None = Field(default=None, ge=1, description="Write a checkpoint every N global steps.")
     every_seconds: int | None = Field(default=None, ge=1, description="Write a checkpoint every N seconds.")
@@ -137,31 +217,43 @@ class TrainingSpec(_Model):
     """The training loop."""
 
     steps: int = Field(ge=1, description="Target global step count.")
-    batch_size: int = Field(default=32, ge=1, description="Per-worker batch size.")
-    checkpoint: CheckpointPolicy = Field(default_factory=lambda: CheckpointPolicy(every_steps=100))
+    batch_size: int = Field(default=32, ge=1, le=1048576, description="Per-worker batch size.")
+    checkpoint: CheckpointPolicy = Field(default_factory=lambda: CheckpointPolicy(every_steps=100),
+                                         description="Checkpoint policy; default every 100 steps, keep 3.")
     check_numerics: bool = Field(default=False, description="Stop with a clear reason on NaN/Inf instead of checkpointing garbage.")
-    variable_partitioner: VariablePartitioner | None = None
+    variable_partitioner: VariablePartitioner | None = Field(default=None, description="Shard large variables across the PS; none when unset.")
     port: int = Field(default=2222, ge=1024, le=65535, description="gRPC port of the TensorFlow servers.")
-    seed: int | None = Field(default=None, description="Random seed for reproducible runs.")
+    seed: int | None = Field(default=None, ge=0, description="Random seed for reproducible runs.")
 
 
 class VolumeClaimTemplate(_Model):
-    """A PVC the operator creates for the job (owned by it)."""
+    """A PVC the operator creates for the job (owned by it, deleted with it)."""
 
-    storage_class_name: str | None = None
+    storage_class_name: str | None = Field(default=None, max_length=253, description="StorageClass; the cluster default when unset.")
     access_modes: list[Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod", "ReadOnlyMany"]] = Field(
-        default_factory=lambda: ["ReadWriteMany"], min_length=1
+        default_factory=lambda: ["ReadWriteMany"], min_length=1, max_length=4,
+        description="PVC access modes. Pods of a job may land on several nodes: ReadWriteOnce suits single-node clusters only.",
     )
     size: str = Field(default="10Gi", pattern=QUANTITY_PATTERN, description="Requested size, a resource quantity.")
 
 
 class StorageSpec(_Model):
-    """The volume holding checkpoints, TensorBoard logs and exports, mounted in every pod at mountPath.
-    Files live under <mountPath>/<namespace>/<job>/{checkpoints,exports,tensorboard}."""
+    """The volume holding checkpoints, TensorBoard logs and exports, mounted in every pod at mountPath:
+    exactly one of claimName (an existing PVC) and volumeClaimTemplate (a PVC the operator creates).
+    Files live under <mountPath>/<namespace>/<job>/{checkpoints,exports,tensorboard}.
+    Default: a 10Gi ReadWriteMany claim created from volumeClaimTemplate."""
 
-    claim_name: str | None = Field(default=None, min_length=1, max_length=253, description="An existing PersistentVolumeClaim.")
-    volume_claim_template: VolumeClaimTemplate | None = None
-    mount_path: str = Field(default="/tfps", pattern=r"^/[^:]*$", description="Where the volume is mounted.")
+    model_config = ConfigDict(json_schema_extra=_rules(
+        cel("has(self.claimName) != has(self.volumeClaimTemplate)", "set exactly one of claimName, volumeClaimTemplate"),
+    ))
+
+    claim_name: str | None = Field(default=None, min_length=1, max_length=253, description="An existing PersistentVolumeClaim in the job's namespace.")
+    volume_claim_template: VolumeClaimTemplate | None = Field(default=None, description="A PVC the operator creates for the job.")
+    mount_path: str = Field(default="/tfps", pattern=r"^/[^:]*$", max_length=1024, description="Where the volume is mounted.")
+
+
+def _default_storage() -> StorageSpec:
+    return StorageSpec(volume_claim_template=VolumeClaimTemplate())
 
 
 class Tolerance(_Model):
@@ -173,31 +265,48 @@ class Tolerance(_Model):
 
 
 class TFLiteExport(_Model):
-    quantization: Literal["none", "dynamic", "float16", "int8"] = "none"
+    """TensorFlow Lite conversion."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(
+        cel("self.quantization != 'int8' || self.calibrationSamples >= 1",
+            "must be ≥ 1 when quantization is int8", ".calibrationSamples"),
+    ))
+
+    quantization: Literal["none", "dynamic", "float16", "int8"] = Field(
+        default="none", description="Post-training quantization: none, dynamic (range), float16 or int8 (full integer, needs calibrationSamples).")
     calibration_samples: int = Field(default=0, ge=0, le=100000, description="Samples from the model's dataset used to calibrate int8.")
 
 
 class ONNXExport(_Model):
-    opset: int = Field(default=17, ge=9, le=23)
+    """ONNX conversion (tf2onnx)."""
+
+    opset: int = Field(default=17, ge=9, le=23, description="ONNX opset version.")
 
 
 class VerifySpec(_Model):
+    """Every artifact is run on real inputs and compared with the TensorFlow model."""
+
     samples: int = Field(default=64, ge=1, le=100000, description="Real inputs each artifact is checked on.")
-    tolerances: dict[Literal["savedmodel", "tflite", "onnx"], Tolerance] | None = None
+    tolerances: dict[ExportFormat, Tolerance] | None = Field(default=None, description="Per-format tolerances; the exporter's defaults when unset.")
 
 
 class ExportSpec(_Model):
-    """Turn the final checkpoint into verified deployable artifacts."""
+    """Turn the final checkpoint into verified deployable artifacts (run as a Job after training)."""
 
-    enabled: bool = True
-    formats: list[Literal["savedmodel", "tflite", "onnx"]] = Field(
-        default_factory=lambda: ["savedmodel", "tflite", "onnx"], min_length=1, max_length=3
+    model_config = ConfigDict(json_schema_extra=_rules(
+        cel("self.formats.all(f, self.formats.filter(g, g == f).size() == 1)", "must not repeat a format", ".formats"),
+    ))
+
+    enabled: bool = Field(default=True, description="false: training only, no export.")
+    formats: list[ExportFormat] = Field(
+        default_factory=lambda: ["savedmodel", "tflite", "onnx"], min_length=1, max_length=3,
+        description="Artifacts to produce: a subset of savedmodel, tflite, onnx.",
     )
-    tflite: TFLiteExport = Field(default_factory=TFLiteExport)
-    onnx: ONNXExport = Field(default_factory=ONNXExport)
-    verify: VerifySpec = Field(default_factory=VerifySpec)
-    resources: ResourceRequirements | None = None
-    backoff_limit: int = Field(default=1, ge=0, le=10)
+    tflite: TFLiteExport = Field(default_factory=TFLiteExport, description="TensorFlow Lite options.")
+    onnx: ONNXExport = Field(default_factory=ONNXExport, description="ONNX options.")
+    verify: VerifySpec = Field(default_factory=VerifySpec, description="Verification of every artifact.")
+    resources: ResourceRequirements | None = Field(default=None, description="Resources of the export Job's container.")
+    backoff_limit: int = Field(default=1, ge=0, le=10, description="Retries of the export Job.")
 
 
 class RunPolicy(_Model):
@@ -206,37 +315,49 @@ class RunPolicy(_Model):
     backoff_limit: int = Field(default=3, ge=0, le=100, description="Whole-job restarts allowed before Failed/BackoffLimitExceeded.")
     active_deadline_seconds: int | None = Field(default=None, ge=1, description="Fail the job after this many seconds of running.")
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0, description="Delete the job this long after it finished.")
-    clean_pod_policy: Literal["All", "Running", "None"] = Field(default="Running", description="Which pods to delete when training ends.")
+    clean_pod_policy: Literal["All", "Running", "None"] = Field(
+        default="Running", description="Which pods to delete when training ends: All, Running (so PS pods never linger) or None.")
     suspend: bool = Field(default=False, description="true deletes the pods and keeps the job; false resumes it.")
-    scheduler_name: str | None = None
+    scheduler_name: str | None = Field(default=None, max_length=253, description="Pod schedulerName (e.g. a gang scheduler).")
     stall_seconds: int | None = Field(default=None, ge=1, description="Mark the job Stalled when no new checkpoint appears for this long.")
 
 
 class PSTrainingJobSpec(_Model):
     """A TensorFlow parameter-server training job."""
 
-    image: str | None = Field(default=None, description="Trainer image; the operator's default when empty.")
-    model: ModelSpec
-    replicas: Replicas = Field(default_factory=Replicas)
-    training: TrainingSpec
-    storage: StorageSpec = Field(default_factory=StorageSpec)
-    export: ExportSpec = Field(default_factory=ExportSpec)
-    run_policy: RunPolicy = Field(default_factory=RunPolicy)
+    model_config = ConfigDict(json_schema_extra=_rules(
+        cel("self.replicas.evaluator.replicas == 0 || has(self.training.checkpoint.everySeconds)"
+            " || (has(self.training.checkpoint.everySteps) && self.training.checkpoint.everySteps < self.training.steps)",
+            "an evaluator needs checkpoints during training: set everySteps below training.steps, or everySeconds",
+            ".training.checkpoint"),
+    ))
+
+    image: str | None = Field(default=None, max_length=1024, description="Trainer image; the operator's default when empty.")
+    model: ModelSpec = Field(description="The model module and its arguments.")
+    replicas: Replicas = Field(default_factory=Replicas, description="Replica types: chief, ps, worker, evaluator.")
+    training: TrainingSpec = Field(description="Steps, batch size, checkpoints, partitioning.")
+    storage: StorageSpec = Field(default_factory=_default_storage, description="Where checkpoints and exports live.")
+    export: ExportSpec = Field(default_factory=ExportSpec, description="Verified export after training.")
+    run_policy: RunPolicy = Field(default_factory=RunPolicy, description="Restarts, deadlines, cleanup, suspension.")
 
 
 Phase = Literal["Pending", "Running", "Restarting", "Exporting", "Succeeded", "Failed", "Suspended"]
 
 
 class Condition(_Model):
-    type: str
+    """A condition of the job (metav1.Condition shape)."""
+
+    type: str = Field(description="Condition type, e.g. Running, Succeeded, Failed, Stalled.")
     status: Literal["True", "False", "Unknown"]
-    reason: str = ""
-    message: str = ""
+    reason: str = Field(default="", description="CamelCase reason, e.g. BackoffLimitExceeded.")
+    message: str = Field(default="", description="Human-readable detail.")
     last_transition_time: datetime | None = None
     observed_generation: int | None = None
 
 
 class ReplicaStatus(_Model):
+    """Pod counts of one replica type."""
+
     active: int = 0
     ready: int = 0
     succeeded: int = 0
@@ -244,12 +365,16 @@ class ReplicaStatus(_Model):
 
 
 class CheckpointStatus(_Model):
-    step: int | None = None
-    path: str | None = None
+    """The latest checkpoint written."""
+
+    step: int | None = Field(default=None, description="Global step of the latest checkpoint (the Step printer column).")
+    path: str | None = Field(default=None, description="Checkpoint path on the job's storage.")
     time: datetime | None = None
 
 
 class TrainingProgress(_Model):
+    """Live progress reported by the chief."""
+
     step: int | None = None
     loss: float | None = None
     steps_per_second: float | None = None
@@ -257,28 +382,35 @@ class TrainingProgress(_Model):
 
 
 class Artifact(_Model):
-    format: Literal["savedmodel", "tflite", "onnx"]
+    """One verified export artifact."""
+
+    format: ExportFormat
     path: str
     bytes: int | None = None
     sha256: str | None = None
-    max_error: float | None = None
+    max_error: float | None = Field(default=None, description="Largest difference from the TensorFlow model seen during verification.")
     quantization: str | None = None
 
 
 class ExportStatus(_Model):
-    job_name: str | None = None
-    step: int | None = None
+    """The export Job and its artifacts."""
+
+    job_name: str | None = Field(default=None, description="Name of the export batch/v1 Job.")
+    step: int | None = Field(default=None, description="Checkpoint step that was exported.")
     path: str | None = None
     artifacts: list[Artifact] = Field(default_factory=list)
 
 
 class PSTrainingJobStatus(_Model):
-    phase: Phase | None = None
+    """Observed state, written by the operator."""
+
+    phase: Phase | None = Field(default=None, description="Pending, Running, Restarting, Exporting, Succeeded, Failed or Suspended.")
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
-    replica_statuses: dict[Role, ReplicaStatus] = Field(default_factory=dict)
-    restarts: int = 0
-    start_time: datetime | None = None
+    replica_statuses: dict[Role, ReplicaStatus] = Field(default_factory=dict, description="Pod counts per replica type.")
+    workers: str | None = Field(default=None, description="Workers ready/total, e.g. 2/3 (the Workers printer column).")
+    restarts: int = Field(default=0, description="Whole-job restarts so far.")
+    start_time: datetime | None = Field(default=None, description="When the job started; from then on replica counts are immutable.")
     completion_time: datetime | None = None
     checkpoint: CheckpointStatus | None = None
     progress: TrainingProgress | None = None
@@ -286,8 +418,12 @@ class PSTrainingJobStatus(_Model):
 
 
 class ObjectMeta(_Model):
+    """The object's metadata; in the CRD only the name is constrained."""
+
     model_config = ConfigDict(extra="allow", alias_generator=to_camel, populate_by_name=True)
-    name: str
+    name: str = Field(min_length=1, max_length=MAX_JOB_NAME, pattern=JOB_NAME_PATTERN, description=(
+        f"Job name: a DNS-1035 label of at most {MAX_JOB_NAME} characters, so that pod names "
+        "<job>-<role>-<index> fit in 63 characters."))
     namespace: str = "default"
     uid: str | None = None
     generation: int | None = None
@@ -296,6 +432,18 @@ class ObjectMeta(_Model):
 
 
 class PSTrainingJob(_Model):
+    """A TensorFlow parameter-server training job: chief, parameter servers, workers and an optional
+    evaluator, with checkpoints on shared storage and a verified export when training succeeds."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(
+        cel("!has(oldSelf.status) || !has(oldSelf.status.startTime)"
+            " || (self.spec.replicas.chief.replicas == oldSelf.spec.replicas.chief.replicas"
+            " && self.spec.replicas.ps.replicas == oldSelf.spec.replicas.ps.replicas"
+            " && self.spec.replicas.worker.replicas == oldSelf.spec.replicas.worker.replicas"
+            " && self.spec.replicas.evaluator.replicas == oldSelf.spec.replicas.evaluator.replicas)",
+            "replica counts are immutable once the job has started (status.startTime is set)", ".spec.replicas"),
+    ))
+
     api_version: Literal["tfps.dev/v1alpha1"] = API_VERSION
     kind: Literal["PSTrainingJob"] = KIND
     metadata: ObjectMeta

@@ -1,0 +1,182 @@
+"""The PSTrainingJob CustomResourceDefinition, generated from the pydantic models.
+
+pydantic's JSON schema is turned into a Kubernetes *structural* OpenAPI v3 schema: ``$ref``s are
+inlined, ``Optional[X]`` becomes plain ``X`` (absent rather than null), free-form ``dict[str, Any]``
+becomes ``x-kubernetes-preserve-unknown-fields``, dicts keyed by an enum become fixed properties,
+defaults produced by ``default_factory`` are written out, and the CEL rules declared on the models
+(``x-kubernetes-validations``) stay where they were declared. ``crds/pstrainingjobs.tfps.dev.yaml``
+is this module's output; a test fails when it is stale (regenerate with ``make crd``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import functools
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema
+
+from . import models as m
+
+CRD_NAME = f"{m.PLURAL}.{m.GROUP}"
+CRD_FILE = f"crds/{CRD_NAME}.yaml"
+
+_KEEP = (
+    "description", "type", "format", "enum", "default",
+    "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "maxItems",
+    "x-kubernetes-int-or-string", "x-kubernetes-preserve-unknown-fields", "x-kubernetes-validations",
+)
+_IGNORE = {"title", "$defs", "additionalProperties", "properties", "items", "required", "anyOf",
+           "propertyNames", "$ref", "const", "allOf"}
+
+PRINTER_COLUMNS = [
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "description": "Job phase."},
+    {"name": "Step", "type": "integer", "jsonPath": ".status.checkpoint.step", "description": "Step of the latest checkpoint."},
+    {"name": "Workers", "type": "string", "jsonPath": ".status.workers", "description": "Workers ready/total."},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+class _Generator(GenerateJsonSchema):
+    """Also writes defaults that come from ``default_factory``, and model defaults in wire form."""
+
+    def get_default_value(self, schema: Any) -> Any:
+        if "default_factory" in schema and not schema.get("default_factory_takes_data"):
+            return schema["default_factory"]()
+        return super().get_default_value(schema)
+
+    def encode_default(self, dft: Any) -> Any:
+        if isinstance(dft, BaseModel):
+            return dft.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return super().encode_default(dft)
+
+
+class SchemaError(ValueError):
+    """The models use a construct that has no structural-schema equivalent."""
+
+
+def _structural(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[str, Any]:
+    """One pydantic JSON-schema node as a Kubernetes structural schema node."""
+    node = dict(node)
+    # Inline a $ref; keys on the referring node (field description, default) win over the model's.
+    ref = node.pop("$ref", None)
+    if ref is None and len(node.get("allOf", [])) == 1 and "$ref" in node["allOf"][0]:
+        ref = node.pop("allOf")[0]["$ref"]
+    if ref is not None:
+        node = {**defs[ref.rsplit("/", 1)[-1]], **node}
+    # Optional[X] -> X.
+    if "anyOf" in node and not node.get("x-kubernetes-int-or-string"):
+        branches = [b for b in node.pop("anyOf") if b.get("type") != "null"]
+        if len(branches) != 1:
+            raise SchemaError(f"{path}: unions other than Optional[X] are not structural")
+        outer = {k: v for k, v in node.items() if k != "title"}
+        node = _structural(branches[0], defs, path)
+        node.update({k: v for k, v in outer.items() if k in ("description", "default") and v is not None})
+        return node
+    if "exclusiveMinimum" in node or "exclusiveMaximum" in node:
+        raise SchemaError(f"{path}: use ge/le, not gt/lt (OpenAPI v3.0 exclusive bounds are booleans)")
+
+    out: dict[str, Any] = {k: copy.deepcopy(node[k]) for k in _KEEP if k in node and not (k == "default" and node[k] is None)}
+    if "description" in out:  # docstrings: unwrap lines, keep paragraphs
+        out["description"] = "\n\n".join(" ".join(p.split()) for p in out["description"].split("\n\n"))
+    if "const" in node:
+        out.setdefault("type", "string")
+        out.pop("default", None)
+    if node.get("x-kubernetes-int-or-string"):
+        out["anyOf"] = [{k: v for k, v in b.items()} for b in node["anyOf"]]
+        return out
+
+    kind = node.get("type")
+    if kind == "object":
+        props = node.get("properties")
+        extra = node.get("additionalProperties")
+        names = node.get("propertyNames", {})
+        if props is not None:
+            out["properties"] = {k: _structural(v, defs, f"{path}.{k}") for k, v in props.items()}
+            if node.get("required"):
+                out["required"] = list(node["required"])
+        elif isinstance(extra, dict) and extra and "enum" in names:
+            # dict[Literal[...], X]: the keys are known, so they become properties.
+            item = _structural(extra, defs, f"{path}.*")
+            out["properties"] = {k: copy.deepcopy(item) for k in names["enum"]}
+        elif isinstance(extra, dict) and extra:
+            out["additionalProperties"] = _structural(extra, defs, f"{path}.*")
+        else:  # dict[str, Any] / free-form object
+            out["x-kubernetes-preserve-unknown-fields"] = True
+    elif kind == "array":
+        out["items"] = _structural(node["items"], defs, f"{path}[]")
+    elif kind is None and not node.get("x-kubernetes-preserve-unknown-fields"):
+        raise SchemaError(f"{path}: untyped field {node!r}")
+    return out
+
+
+def openapi_schema() -> dict[str, Any]:
+    """The structural OpenAPI v3 schema of the whole PSTrainingJob object."""
+    raw = m.PSTrainingJob.model_json_schema(by_alias=True, mode="validation", schema_generator=_Generator)
+    defs = raw.get("$defs", {})
+    root = _structural(raw, defs, "")
+    props = root["properties"]
+    props["apiVersion"] = {"type": "string", "description": "tfps.dev/v1alpha1"}
+    props["kind"] = {"type": "string", "description": "PSTrainingJob"}
+    # Only metadata.name (and generateName) may be constrained in a CRD schema.
+    props["metadata"] = {"type": "object", "properties": {"name": props["metadata"]["properties"]["name"]}}
+    root["required"] = ["spec"]
+    return root
+
+
+@functools.lru_cache(maxsize=1)
+def crd() -> dict[str, Any]:
+    """The CustomResourceDefinition object (a fresh deep copy is returned by :func:`crd_copy`)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": CRD_NAME, "labels": {"app.kubernetes.io/name": "tfps-operator"}},
+        "spec": {
+            "group": m.GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": m.KIND,
+                "listKind": f"{m.KIND}List",
+                "plural": m.PLURAL,
+                "singular": m.SINGULAR,
+                "shortNames": list(m.SHORT_NAMES),
+                "categories": list(m.CATEGORIES),
+            },
+            "versions": [{
+                "name": m.VERSION,
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": PRINTER_COLUMNS,
+                "schema": {"openAPIV3Schema": openapi_schema()},
+            }],
+        },
+    }
+
+
+def crd_copy() -> dict[str, Any]:
+    return copy.deepcopy(crd())
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def crd_yaml() -> str:
+    header = "# GENERATED by `tfps crd` from operator/tfps_operator/api/models.py. Do not edit; run `make crd`.\n"
+    return header + yaml.dump(crd(), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def main(args: argparse.Namespace) -> int:
+    text = crd_yaml()
+    if getattr(args, "output", "-") in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+    return 0
