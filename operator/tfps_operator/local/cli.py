@@ -134,7 +134,8 @@ def main(args: argparse.Namespace) -> int:
     supervisor: Supervisor | None = None
     try:
         display = make_display(settings.steps, tty)
-        resumed = (plan.root / "checkpoints" / "checkpoint").exists()
+        ckpts = Path(settings.paths.checkpoints)
+        resumed = ckpts.is_dir() and any(ckpts.iterdir())
         display.event(
             f"job {job.metadata.namespace}/{job.metadata.name}: {settings.steps} steps of {settings.model_module}; "
             f"files under {plan.root}" + ("; resuming from its latest checkpoint" if resumed else "")

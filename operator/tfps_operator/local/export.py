@@ -55,7 +55,7 @@ def _known(a: Any) -> Any:
 def run_export(plan: LocalJob, display: Display, grace: float = 10.0, poll: float = 0.5) -> ExportOutcome:
     """Run the exporter (with retries) to a verified export; stops it on any interruption."""
     env = {**plan.base_env(), SETTINGS_ENV: plan.settings.to_env()}
-    child = plan.child("export", [plan.python, "-m", "tfps_trainer.export"], env)
+    child = plan.child("export", list(plan.exporter), env)
     attempts = plan.job.spec.export.backoff_limit + 1
     formats = ", ".join(plan.settings.export.formats)
     last = ""

@@ -51,7 +51,8 @@ class LocalJob:
 
     job: PSTrainingJob
     settings: JobSettings
-    python: str = sys.executable
+    trainer: tuple[str, ...] = (sys.executable, "-m", "tfps_trainer")
+    exporter: tuple[str, ...] = (sys.executable, "-m", "tfps_trainer.export")
 
     @property
     def root(self) -> Path:
@@ -144,8 +145,9 @@ class Supervisor:
         self._finished.clear()
         self._recreate_at.clear()
         for task in self.plan.tasks:
-            child = self.plan.child(task.name, [self.plan.python, "-m", "tfps_trainer"], task_env(self.plan, self._ports, task))
-            self.children[task] = child
+            fresh = self.plan.child(task.name, list(self.plan.trainer), task_env(self.plan, self._ports, task))
+            child = self.children.setdefault(task, fresh)
+            child.env = fresh.env  # new ports on a restart; same Child keeps its log and start count
             child.start()
         where = ", ".join(f"{t.name}={self._ports.grpc[t]}" for t in self.plan.tasks)
         self.display.event(f"started {len(self.plan.tasks)} processes on {HOST} ({where}); logs in {self.plan.logs}")

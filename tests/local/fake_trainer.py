@@ -1,0 +1,91 @@
+"""A TF-free stand-in for `python -m tfps_trainer`, to test the local supervisor's rules in seconds.
+
+It honours the same interface as the real trainer (TF_CONFIG, TFPS_JOB, TFPS_PROGRESS_HOST,
+TFPS_TERMINATION_LOG): ps/worker hold their TF_CONFIG port until SIGTERM; the chief counts steps
+(resuming from a "checkpoint" file under <root>/checkpoints), serves /status, and exits 0 at the
+target step, failing if a PS stops answering. The real trainer is exercised by the @tf tests.
+Env knobs: FAKE_STEP_S (seconds per step), FAKE_FAIL_ROLE/FAKE_FAIL_CODE (that role exits at once).
+"""
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+cfg = json.loads(os.environ["TF_CONFIG"])
+job = json.loads(os.environ["TFPS_JOB"])
+role, index = cfg["task"]["type"], cfg["task"]["index"]
+host, port = cfg["cluster"][role][index].rsplit(":", 1)
+
+
+def fail(code: int, reason: str) -> None:
+    Path(os.environ["TFPS_TERMINATION_LOG"]).write_text(reason + "\n")
+    print(reason, file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+if os.environ.get("FAKE_FAIL_ROLE") == role:
+    fail(int(os.environ.get("FAKE_FAIL_CODE", "1")), f"{role} told to fail")
+
+server = socket.socket()
+try:
+    server.bind((host, int(port)))
+except OSError as exc:
+    fail(1, f"{role}-{index}: cannot bind {host}:{port}: {exc}")
+server.listen()
+print(f"{role}-{index} listening on {host}:{port}", flush=True)
+
+if role != "chief":
+    while True:
+        time.sleep(1)
+
+ckpt_dir = Path(job["paths"]["root"]) / "checkpoints"
+ckpt_dir.mkdir(parents=True, exist_ok=True)
+ckpt_file = ckpt_dir / "fake-step"
+state = {"step": int(ckpt_file.read_text()) if ckpt_file.exists() else 0, "ckpt": None}
+state["ckpt"] = state["step"] or None
+print(f"chief starting at step {state['step']}", flush=True)
+
+
+class Status(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        body = json.dumps({
+            "step": state["step"], "loss": 1.0 / (1 + state["step"]), "steps_per_second": 20.0, "state": "training",
+            "checkpoint": {"step": state["ckpt"], "path": str(ckpt_file), "time": None} if state["ckpt"] else None,
+        }).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+http = ThreadingHTTPServer((os.environ["TFPS_PROGRESS_HOST"], job["progress_port"]), Status)
+threading.Thread(target=http.serve_forever, daemon=True).start()
+
+
+def save():
+    ckpt_file.write_text(str(state["step"]))
+    state["ckpt"] = state["step"]
+
+
+every = job["checkpoint"]["every_steps"] or 10
+while state["step"] < job["steps"]:
+    time.sleep(float(os.environ.get("FAKE_STEP_S", "0.05")))
+    for addr in cfg["cluster"]["ps"]:
+        h, p = addr.rsplit(":", 1)
+        try:
+            socket.create_connection((h, int(p)), timeout=1).close()
+        except OSError:
+            fail(1, f"lost the parameter server {addr}")
+    state["step"] += 1
+    if state["step"] % every == 0:
+        save()
+save()
+print(f"chief done at step {state['step']}", flush=True)
