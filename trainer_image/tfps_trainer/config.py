@@ -97,6 +97,8 @@ class JobSettings(_Frozen):
     export: ExportSettings = ExportSettings()
     progress_port: int = Field(default=DEFAULT_PROGRESS_PORT, ge=1, le=65535)
     seed: int | None = None
+    eval_batches: int = Field(default=10, ge=1)
+    """Batches the evaluator runs per checkpoint."""
 
     def to_env(self) -> str:
         return self.model_dump_json()

@@ -20,6 +20,8 @@ Optional
     ``sample_inputs(n: int, args: dict) -> dict[str, np.ndarray]``  Real inputs for verification and
         int8 calibration; default: the first ``n`` examples of ``dataset(None, n, args)``.
     ``metrics(labels, predictions) -> dict[str, tf.Tensor]``  Extra scalar metrics for the evaluator.
+    ``eval_dataset(batch_size: int, args: dict) -> tf.data.Dataset``  The evaluator's data; default:
+        ``dataset(None, batch_size, args)``.
 
 Checkpoints hold ``tf.train.Checkpoint(model=..., optimizer=..., step=...)``; the exporter restores
 ``model`` only (``expect_partial``).
@@ -34,7 +36,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 REQUIRED = ("build_model", "dataset", "loss", "optimizer", "input_signature")
-OPTIONAL = ("custom_objects", "sample_inputs", "metrics")
+OPTIONAL = ("custom_objects", "sample_inputs", "metrics", "eval_dataset")
 
 
 class ContractError(ValueError):

@@ -1,0 +1,180 @@
+"""Launch real trainer processes (``python -m tfps_trainer``) on 127.0.0.1 for tests and benchmarks.
+
+TF_CONFIG comes from the one builder, :func:`tfps_operator.build.tfconfig.tf_config_json`; job
+settings are a real :class:`tfps_trainer.config.JobSettings`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfps_operator.build.tfconfig import tf_config_json
+from tfps_trainer.config import JobSettings, Paths
+
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def make_settings(root: Path, **overrides: Any) -> JobSettings:
+    base: dict[str, Any] = {
+        "job_name": "t",
+        "model_module": "tfps_trainer.examples.linear",
+        "steps": 200,
+        "batch_size": 32,
+        "paths": Paths(root=str(root)),
+    }
+    base.update(overrides)
+    return JobSettings(**base)
+
+
+@dataclass
+class LocalCluster:
+    """chief + ps + worker (+ optional evaluator) processes sharing one TF_CONFIG cluster."""
+
+    workdir: Path
+    settings: JobSettings
+    ps: int = 2
+    workers: int = 2
+    evaluator: int = 0
+    extra_env: dict[str, str] = field(default_factory=dict)
+    ports: dict[tuple[str, int], int] = field(default_factory=dict)
+    procs: dict[tuple[str, int], subprocess.Popen] = field(default_factory=dict)
+    progress_ports: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for role, n in self.counts.items():
+            for i in range(n):
+                self.ports[(role, i)] = free_port()
+        self.progress_ports = {"chief": free_port(), "evaluator": free_port()}
+
+    @property
+    def counts(self) -> dict[str, int]:
+        c = {"chief": 1, "ps": self.ps, "worker": self.workers}
+        if self.evaluator:
+            c["evaluator"] = self.evaluator
+        return c
+
+    def address(self, role: str, index: int) -> str:
+        return f"127.0.0.1:{self.ports[(role, index)]}"
+
+    def env(self, role: str, index: int) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            TF_CONFIG=tf_config_json(self.counts, self.address, role, index),  # type: ignore[arg-type]
+            TFPS_JOB=self.settings.to_env(),
+            TFPS_TERMINATION_LOG=str(self.termination_log(role, index)),
+            TFPS_PROGRESS_HOST="127.0.0.1",
+            TFPS_PROGRESS_PORT=str(self.progress_ports.get(role, 0)),
+            TF_CPP_MIN_LOG_LEVEL="2",
+            PYTHONUNBUFFERED="1",
+        )
+        env.update(self.extra_env)
+        return env
+
+    def termination_log(self, role: str, index: int) -> Path:
+        return self.workdir / f"termination-{role}-{index}.log"
+
+    def log(self, role: str, index: int) -> Path:
+        return self.workdir / f"{role}-{index}.log"
+
+    def start(self, role: str, index: int = 0) -> subprocess.Popen:
+        out = open(self.log(role, index), "ab")
+        proc = subprocess.Popen(
+            [PYTHON, "-m", "tfps_trainer"], env=self.env(role, index), stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        out.close()
+        self.procs[(role, index)] = proc
+        return proc
+
+    def start_servers(self) -> None:
+        for i in range(self.ps):
+            self.start("ps", i)
+        for i in range(self.workers):
+            self.start("worker", i)
+
+    def start_all(self) -> subprocess.Popen:
+        self.start_servers()
+        if self.evaluator:
+            self.start("evaluator", 0)
+        return self.start("chief", 0)
+
+    def kill(self, role: str, index: int = 0, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs[(role, index)]
+        if proc.poll() is None:
+            proc.send_signal(sig)
+        proc.wait(timeout=30)
+
+    def wait(self, role: str = "chief", index: int = 0, timeout: float = 180) -> int:
+        try:
+            return self.procs[(role, index)].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{role}/{index} did not finish in {timeout}s; log tail:\n{self.tail(role, index)}")
+
+    def tail(self, role: str = "chief", index: int = 0, lines: int = 30) -> str:
+        path = self.log(role, index)
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def status(self, role: str = "chief") -> dict[str, Any] | None:
+        url = f"http://127.0.0.1:{self.progress_ports[role]}/status"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return json.loads(resp.read())
+        except OSError:
+            return None
+
+    def metrics_text(self, role: str = "chief") -> str | None:
+        url = f"http://127.0.0.1:{self.progress_ports[role]}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return resp.read().decode()
+        except OSError:
+            return None
+
+    def wait_for_step(self, step: int, timeout: float = 120, role: str = "chief") -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            snap = self.status(role)
+            if snap and snap["step"] >= step:
+                return snap
+            proc = self.procs.get((role, 0))
+            if proc is not None and proc.poll() is not None:
+                raise AssertionError(f"{role} exited ({proc.returncode}) before step {step}:\n{self.tail(role)}")
+            time.sleep(0.2)
+        raise AssertionError(f"{role} did not reach step {step} in {timeout}s:\n{self.tail(role)}")
+
+    def stop(self) -> None:
+        """Terminate every process still running (SIGTERM, then SIGKILL)."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        deadline = time.monotonic() + 10
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+    def __enter__(self) -> "LocalCluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,83 @@
+"""``python -m tfps_trainer``: the entry point of every trainer pod.
+
+Reads ``TF_CONFIG`` (cluster and task) and ``TFPS_JOB`` (:class:`tfps_trainer.config.JobSettings`
+as JSON) and dispatches by task type: ``ps``/``worker`` serve until SIGTERM, ``chief`` trains,
+``evaluator`` evaluates checkpoints. Failures end the process with one line on stderr, the same
+line in the termination log and a distinct exit code (:mod:`tfps_trainer.errors`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .cluster import read_tf_config
+from .config import JobSettings, SettingsError
+from .errors import EXIT_OK, ConfigError, ContractFailure, TrainerError, report_failure, write_termination_log
+
+
+def _quiet_tensorflow() -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")  # PSS: fail fast on a dead task (TF guidance)
+
+
+def main() -> int:
+    role = "trainer"
+    progress = server = None
+    try:
+        task = read_tf_config()
+        role = task.name
+        try:
+            settings = JobSettings.from_env()
+        except SettingsError as exc:
+            raise ConfigError(str(exc)) from None
+        _quiet_tensorflow()
+        if task.task_type in ("ps", "worker"):
+            from . import server as ps_worker
+
+            return ps_worker.run(task)
+
+        from . import contract as contract_mod
+        from . import progress as progress_mod
+
+        try:
+            contract = contract_mod.load(settings.model_module)
+        except contract_mod.ContractError as exc:
+            raise ContractFailure(str(exc)) from None
+        progress = progress_mod.Progress(role=task.task_type, target_steps=settings.steps, job=settings.job_name)
+        server = progress_mod.serve(progress, settings.progress_port)
+        print(f"tfps-trainer {role}: progress on http://{server.httpd.server_address[0]}:{server.port}/status", flush=True)
+        if task.task_type == "chief":
+            from . import chief as role_mod
+        else:
+            from . import evaluator as role_mod  # type: ignore[no-redef]
+        summary = role_mod.run(settings, contract, progress)
+        progress.update(state="succeeded", message=summary)
+        print(f"tfps-trainer {role}: {summary}", flush=True)
+        write_termination_log(f"tfps-trainer {role}: {summary}")
+        return EXIT_OK
+    except TrainerError as exc:
+        if progress is not None:
+            progress.update(state="failed", message=exc.reason)
+        return report_failure(role, exc)
+    except KeyboardInterrupt:
+        return report_failure(role, TrainerError("interrupted", 130))
+    except Exception as exc:  # noqa: BLE001 - last resort: still one line and a termination message
+        if progress is not None:
+            progress.update(state="failed", message=f"{type(exc).__name__}: {exc}")
+        import traceback
+
+        traceback.print_exc()
+        return report_failure(role, TrainerError(f"internal error: {type(exc).__name__}: {exc}"))
+    finally:
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The ClusterCoordinator keeps non-daemon threads and gRPC channels that can hang interpreter
+    # shutdown (notably after a lost task); everything that matters is flushed and closed above.
+    os._exit(code)

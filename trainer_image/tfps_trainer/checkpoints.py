@@ -1,0 +1,95 @@
+"""Checkpoints: model + optimizer state + global step under ``<root>/checkpoints``.
+
+Layout (TensorFlow's): ``ckpt-<step>.index`` / ``ckpt-<step>.data-*`` plus the ``checkpoint`` state
+file, written atomically by ``tf.train.CheckpointManager`` (the state file is replaced only after
+the shards are complete). Keys: ``model``, ``optimizer``, ``step``; the exporter and the evaluator
+restore ``model`` (and ``step``) only, with ``expect_partial``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import tensorflow as tf
+
+from .config import CheckpointSettings
+from .progress import CheckpointInfo
+
+CHECKPOINT_NAME = "ckpt"
+
+
+def make_checkpoint(model: object, optimizer: object, step: tf.Variable) -> tf.train.Checkpoint:
+    return tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+
+
+def step_of(path: str) -> int:
+    """The step encoded in a checkpoint prefix ``.../ckpt-<step>``."""
+    return int(path.rsplit("-", 1)[1])
+
+
+def info_for(path: str) -> CheckpointInfo:
+    """Step, path and write time (ISO 8601, UTC) of an existing checkpoint prefix."""
+    mtime = os.path.getmtime(path + ".index")
+    when = datetime.fromtimestamp(mtime, timezone.utc).isoformat(timespec="seconds")
+    return CheckpointInfo(step=step_of(path), path=path, time=when)
+
+
+def latest(directory: str) -> str | None:
+    """The latest complete checkpoint prefix in ``directory`` (None when there is none)."""
+    return tf.train.latest_checkpoint(directory, latest_filename=None) if os.path.isdir(directory) else None
+
+
+@dataclass
+class Policy:
+    """When to save: every N steps and/or every S seconds (either suffices); always at the end."""
+
+    every_steps: int | None
+    every_seconds: float | None
+    last_step: int
+    last_time: float
+
+    @classmethod
+    def from_settings(cls, s: CheckpointSettings, start_step: int) -> "Policy":
+        return cls(s.every_steps, s.every_seconds, start_step, time.monotonic())
+
+    def next_step_boundary(self, step: int) -> int | None:
+        """The next step at which a step-based save is due (None: no step policy)."""
+        if self.every_steps is None:
+            return None
+        return (step // self.every_steps + 1) * self.every_steps
+
+    def due(self, step: int, now: float | None = None) -> bool:
+        if step <= self.last_step:
+            return False
+        if self.every_steps is not None and step // self.every_steps > self.last_step // self.every_steps:
+            return True
+        now = time.monotonic() if now is None else now
+        return self.every_seconds is not None and now - self.last_time >= self.every_seconds
+
+    def saved(self, step: int, now: float | None = None) -> None:
+        self.last_step = step
+        self.last_time = time.monotonic() if now is None else now
+
+
+class Checkpointer:
+    """A ``CheckpointManager`` that numbers checkpoints by global step."""
+
+    def __init__(self, checkpoint: tf.train.Checkpoint, directory: str, keep: int) -> None:
+        self.checkpoint = checkpoint
+        self.manager = tf.train.CheckpointManager(
+            checkpoint, directory=directory, max_to_keep=keep, checkpoint_name=CHECKPOINT_NAME
+        )
+
+    def restore_latest(self) -> str | None:
+        """Restore the latest checkpoint, if any; return its path."""
+        path = self.manager.latest_checkpoint
+        if path:
+            self.checkpoint.restore(path).assert_existing_objects_matched()
+        return path
+
+    def save(self, step: int) -> CheckpointInfo:
+        path = self.manager.save(checkpoint_number=step)
+        return info_for(path)

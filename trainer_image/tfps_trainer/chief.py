@@ -1,0 +1,204 @@
+"""The chief: ParameterServerStrategy + ClusterCoordinator training loop with checkpoints.
+
+Keras 3 ``model.fit`` refuses ParameterServerStrategy datasets, so this is a custom loop: the chief
+schedules ``train_step`` closures on the workers in chunks, keeping one chunk queued ahead so the
+workers never idle; it fetches the previous chunk's last result for progress. Before a checkpoint it
+joins (so the saved state is exactly ``step`` updates and every loss up to it was checked).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import time
+from typing import Any
+
+import tensorflow as tf
+
+from . import checkpoints, modelio, summaries
+from .config import JobSettings
+from .contract import ModelContract
+from .errors import LostClusterError, NumericsError, TrainerError
+from .progress import Progress
+
+NUMERICS_TAG = "tfps: non-finite training loss"
+_PS_TASK = re.compile(r"/job:ps/replica:\d+/task:(\d+)")
+
+
+class Trainer:
+    """Builds the strategy, model, optimizer and checkpoint; runs the loop to ``settings.steps``."""
+
+    def __init__(self, settings: JobSettings, contract: ModelContract, progress: Progress) -> None:
+        self.settings = settings
+        self.contract = contract
+        self.progress = progress
+        args = dict(settings.model_args)
+        if settings.seed is not None:
+            tf.random.set_seed(settings.seed)
+        if settings.check_numerics:
+            tf.debugging.enable_check_numerics()
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        partitioner = None
+        if settings.partitioner is not None:
+            partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
+                min_shard_bytes=settings.partitioner.min_shard_bytes,
+                max_shards=settings.partitioner.max_shards,
+            )
+        self.strategy = tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
+        self.coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
+        with self.strategy.scope():
+            self.model = modelio.build(contract, args)
+            self.optimizer = modelio.make_optimizer(contract, args, self.model.trainable_variables)
+            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        self.checkpointer = checkpoints.Checkpointer(
+            checkpoints.make_checkpoint(self.model, self.optimizer, self.step),
+            settings.paths.checkpoints,
+            settings.checkpoint.keep,
+        )
+        self.last_checkpoint: checkpoints.CheckpointInfo | None = None
+        self.writer = tf.summary.create_file_writer(os.path.join(settings.paths.tensorboard, "chief"))
+        self._train_step = self._make_train_step()
+        batch_size = settings.batch_size
+
+        def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+            return contract.dataset(input_context, batch_size, args)
+
+        try:
+            distributed = self.strategy.distribute_datasets_from_function(dataset_fn)
+            self.iterator = iter(self.coordinator.create_per_worker_dataset(distributed))
+        except TrainerError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user's dataset() failed while being traced
+            raise modelio.ContractFailure(
+                f"model module {contract.module_name!r}: dataset() failed: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _make_train_step(self) -> Any:
+        model, optimizer, step, strategy = self.model, self.optimizer, self.step, self.strategy
+        loss_fn = self.contract.loss
+        check = self.settings.check_numerics
+
+        def replica_fn(batch: Any) -> tuple[tf.Tensor, tf.Tensor]:
+            features, labels = batch
+            with tf.GradientTape() as tape:
+                predictions = model(features, training=True)
+                loss = tf.reduce_mean(loss_fn(labels, predictions))
+                if model.losses:
+                    loss += tf.add_n(model.losses)
+                if check:
+                    loss = tf.debugging.check_numerics(loss, NUMERICS_TAG)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss, step.assign_add(1)
+
+        @tf.function
+        def train_step(iterator: Any) -> tuple[tf.Tensor, tf.Tensor]:
+            return strategy.run(replica_fn, args=(next(iterator),))
+
+        return train_step
+
+    # ---- the loop -------------------------------------------------------------------------
+
+    def restore(self) -> int:
+        path = self.checkpointer.restore_latest()
+        start = int(self.step.numpy())
+        if path:
+            self.last_checkpoint = checkpoints.info_for(path)
+            self.progress.update(step=start, checkpoint=self.last_checkpoint,
+                                 message=f"resumed from checkpoint step {start}")
+        return start
+
+    def run(self) -> int:
+        """Train to ``settings.steps``; return the final step. Raises :class:`TrainerError`."""
+        target = self.settings.steps
+        try:
+            done = self.restore()
+            policy = checkpoints.Policy.from_settings(self.settings.checkpoint, done)
+            scheduled = done
+            pending: collections.deque = collections.deque()
+            chunk = 20
+            last_t, last_step = time.monotonic(), done
+            while scheduled < target:
+                end = min(target, scheduled + chunk)
+                boundary = policy.next_step_boundary(scheduled)
+                if boundary is not None:
+                    end = min(end, boundary)
+                rv = None
+                for _ in range(end - scheduled):
+                    rv = self.coordinator.schedule(self._train_step, args=(self.iterator,))
+                scheduled = end
+                pending.append(rv)
+                if len(pending) > 1:
+                    loss, step = pending.popleft().fetch()
+                    now = time.monotonic()
+                    rate = (int(step) - last_step) / max(now - last_t, 1e-9)
+                    self._report(int(step), float(loss), rate)
+                    last_t, last_step = now, int(step)
+                    chunk = int(min(500, max(10, rate * 0.5)))  # ~0.5 s of work per chunk
+                if policy.due(scheduled) or scheduled >= target:
+                    self.coordinator.join()
+                    step = int(self.step.numpy())
+                    if pending:
+                        loss, _ = pending.pop().fetch()
+                        pending.clear()
+                        now = time.monotonic()
+                        rate = (step - last_step) / max(now - last_t, 1e-9)
+                        self._report(step, float(loss), rate)
+                        last_t, last_step = now, step
+                    if policy.due(step) or scheduled >= target:
+                        self._save(step)
+                        policy.saved(step)
+            return int(self.step.numpy())
+        except tf.errors.InvalidArgumentError as exc:
+            if NUMERICS_TAG in str(exc) or "Inf" in str(exc) or "NaN" in str(exc):
+                raise self._numerics_error(exc) from None
+            raise TrainerError(f"training step failed: InvalidArgumentError: {_first_line(exc)}") from None
+        except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
+                tf.errors.DeadlineExceededError, tf.errors.UnknownError, tf.errors.InternalError,
+                tf.errors.FailedPreconditionError, tf.errors.NotFoundError) as exc:
+            raise self._cluster_error(exc) from None
+        finally:
+            self.writer.flush()
+
+    def _report(self, step: int, loss: float, rate: float) -> None:
+        self.progress.update(step=step, loss=loss, steps_per_second=rate)
+        with self.writer.as_default():
+            summaries.scalar("loss", loss, step)
+            summaries.scalar("steps_per_second", rate, step)
+
+    def _save(self, step: int) -> None:
+        self.last_checkpoint = self.checkpointer.save(step)
+        self.progress.update(step=step, checkpoint=self.last_checkpoint)
+        print(f"tfps-trainer chief: checkpoint step {step} -> {self.last_checkpoint.path}", flush=True)
+
+    def _resume_hint(self) -> str:
+        if self.last_checkpoint is None:
+            return "no checkpoint was written yet"
+        return f"latest checkpoint is step {self.last_checkpoint.step} ({self.last_checkpoint.path})"
+
+    def _numerics_error(self, exc: Exception) -> NumericsError:
+        return NumericsError(
+            f"non-finite loss (NaN or Inf) in a training step after step {self.progress.snapshot()['step']}: "
+            f"training stopped without checkpointing the bad state; {self._resume_hint()}"
+        )
+
+    def _cluster_error(self, exc: Exception) -> LostClusterError:
+        match = _PS_TASK.search(str(exc))
+        who = f"parameter server ps/{match.group(1)}" if match else "a parameter server"
+        return LostClusterError(
+            f"lost {who} ({type(exc).__name__}: {_first_line(exc)[:200]}): restart the job to resume; {self._resume_hint()}"
+        )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def run(settings: JobSettings, contract: ModelContract, progress: Progress) -> str:
+    """Train; return a one-line success summary."""
+    trainer = Trainer(settings, contract, progress)
+    final = trainer.run()
+    ck = trainer.last_checkpoint
+    return f"completed step {final}/{settings.steps}; final checkpoint {ck.path if ck else '-'}"

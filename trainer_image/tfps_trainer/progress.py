@@ -1,0 +1,180 @@
+"""The progress endpoint of the chief and the evaluator (TF-free).
+
+``GET /status`` returns JSON::
+
+    {"role": "chief", "state": "running" | "succeeded" | "failed", "message": str,
+     "step": int, "target_steps": int, "loss": float | null, "steps_per_second": float | null,
+     "checkpoint": {"step": int, "path": str, "time": "2026-01-01T00:00:00+00:00"} | null,
+     "metrics": {name: float}, "updated": ISO8601}
+
+``GET /metrics`` returns the same numbers in Prometheus text format (its own registry, so nothing
+global leaks in). The server binds ``TFPS_PROGRESS_HOST`` (default ``0.0.0.0`` so the operator can
+reach a pod; tests and ``tfps run`` use ``127.0.0.1``) and the job's ``progress_port``, overridable
+with ``TFPS_PROGRESS_PORT`` (``0`` picks a free port).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+HOST_ENV = "TFPS_PROGRESS_HOST"
+PORT_ENV = "TFPS_PROGRESS_PORT"
+DEFAULT_HOST = "0.0.0.0"
+STATES = ("running", "succeeded", "failed")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class CheckpointInfo:
+    step: int
+    path: str
+    time: str
+
+
+@dataclass
+class Progress:
+    """Thread-safe progress of one role; the HTTP handler reads snapshots of it."""
+
+    role: str
+    target_steps: int
+    job: str = ""
+    state: str = "running"
+    message: str = ""
+    step: int = 0
+    loss: float | None = None
+    steps_per_second: float | None = None
+    checkpoint: CheckpointInfo | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    updated: str = field(default_factory=now_iso)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def update(self, **changes: Any) -> None:
+        with self._lock:
+            for key, value in changes.items():
+                if not hasattr(self, key) or key.startswith("_"):
+                    raise AttributeError(key)
+                setattr(self, key, value)
+            self.updated = now_iso()
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "role": self.role,
+                "job": self.job,
+                "state": self.state,
+                "message": self.message,
+                "step": self.step,
+                "target_steps": self.target_steps,
+                "loss": _finite_or_none(self.loss),
+                "steps_per_second": _finite_or_none(self.steps_per_second),
+                "checkpoint": None if self.checkpoint is None else dict(vars(self.checkpoint)),
+                "metrics": {k: _finite_or_none(v) for k, v in self.metrics.items()},
+                "updated": self.updated,
+            }
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def prometheus_text(snap: dict[str, Any]) -> bytes:
+    """Render a snapshot as Prometheus text using a fresh registry."""
+    reg = CollectorRegistry(auto_describe=False)
+    labels = {"role": snap["role"], "job": snap["job"]}
+    names = list(labels)
+
+    def gauge(name: str, doc: str, value: float | None, extra: dict[str, str] | None = None) -> None:
+        if value is None:
+            return
+        lab = dict(labels, **(extra or {}))
+        g = Gauge(name, doc, list(lab), registry=reg)
+        g.labels(**lab).set(value)
+
+    gauge("tfps_step", "Global training step (evaluator: step of the last evaluated checkpoint).", snap["step"])
+    gauge("tfps_target_steps", "Target number of training steps.", snap["target_steps"])
+    gauge("tfps_loss", "Latest training loss (evaluator: evaluation loss).", snap["loss"])
+    gauge("tfps_steps_per_second", "Training throughput.", snap["steps_per_second"])
+    ck = snap["checkpoint"]
+    if ck is not None:
+        gauge("tfps_checkpoint_step", "Step of the latest checkpoint.", ck["step"])
+        ts = datetime.fromisoformat(ck["time"]).timestamp()
+        gauge("tfps_checkpoint_timestamp_seconds", "Unix time of the latest checkpoint.", ts)
+    state = Gauge("tfps_state", "1 for the current state of the role.", names + ["state"], registry=reg)
+    for s in STATES:
+        state.labels(**labels, state=s).set(1.0 if snap["state"] == s else 0.0)
+    if snap["metrics"]:
+        metric = Gauge("tfps_metric", "Evaluation metrics of the last evaluated checkpoint.", names + ["name"], registry=reg)
+        for name, value in snap["metrics"].items():
+            if value is not None:
+                metric.labels(**labels, name=name).set(value)
+    return generate_latest(reg)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    progress: Progress  # set on the subclass built by serve()
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server API
+        path = self.path.split("?", 1)[0]
+        if path == "/status":
+            body, ctype = json.dumps(self.progress.snapshot()).encode(), "application/json"
+        elif path == "/metrics":
+            body, ctype = prometheus_text(self.progress.snapshot()), CONTENT_TYPE_LATEST
+        elif path in ("/healthz", "/"):
+            body, ctype = b"ok\n", "text/plain"
+        else:
+            self.send_error(404, "unknown path (try /status or /metrics)")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence access logs
+        pass
+
+
+class ProgressServer:
+    """Serves a :class:`Progress` over HTTP from a daemon thread."""
+
+    def __init__(self, progress: Progress, host: str, port: int) -> None:
+        handler = type("ProgressHandler", (_Handler,), {"progress": progress})
+        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="tfps-progress", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    def start(self) -> "ProgressServer":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def serve(progress: Progress, default_port: int, environ: dict[str, str] | None = None) -> ProgressServer:
+    """Start the endpoint on ``TFPS_PROGRESS_HOST``:``TFPS_PROGRESS_PORT`` (or the job's port)."""
+    env = os.environ if environ is None else environ
+    host = env.get(HOST_ENV, DEFAULT_HOST)
+    port = int(env.get(PORT_ENV, default_port))
+    return ProgressServer(progress, host, port).start()

@@ -1,0 +1,19 @@
+"""TensorBoard scalars without the ``tensorboard`` package (it is not in the trainer image).
+
+``tf.summary.scalar`` needs the tensorboard package; the raw ``tf.summary.write`` op with the
+``scalars`` plugin metadata produces the same event records that TensorBoard reads.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
+
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+).SerializeToString()
+
+
+def scalar(name: str, value: float, step: int) -> None:
+    """Write one scalar with the current default writer."""
+    tf.summary.write(name, tf.constant(float(value), tf.float32), step=step, metadata=_SCALAR_METADATA)
