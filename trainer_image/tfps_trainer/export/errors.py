@@ -1,0 +1,21 @@
+"""The one exception type of the exporter: a reason (see :mod:`.result`) and a one-line message."""
+
+from __future__ import annotations
+
+from .result import EXIT_CODES, ExportFailed, Reason
+
+
+class ExportError(Exception):
+    """Export failed for ``reason``; ``message`` names the component, the value and the limit."""
+
+    def __init__(self, reason: Reason, message: str) -> None:
+        super().__init__(message)
+        self.reason: Reason = reason
+        self.message = message
+
+    @property
+    def exit_code(self) -> int:
+        return int(EXIT_CODES[self.reason])
+
+    def to_result(self) -> ExportFailed:
+        return ExportFailed(reason=self.reason, message=self.message)

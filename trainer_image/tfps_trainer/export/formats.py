@@ -1,0 +1,200 @@
+"""Converters: the restored model → SavedModel, TFLite (float32 + quantized), ONNX.
+
+Recipes (TF 2.21 / Keras 3; every other one we tried was broken or silently wrong, see issue 6):
+
+- **SavedModel**: ``keras.export.ExportArchive`` tracking the model, one endpoint
+  ``serving_default`` = ``serve(inputs: dict[name, Tensor]) -> dict[output_name, Tensor]`` with the
+  contract's input signature (dynamic batch). Works for Keras 3 and ``tf_keras`` models.
+- **TFLite**: ``TFLiteConverter.from_saved_model(<that SavedModel>, ["serving_default"])``.
+  Built-in ops only (no Flex delegate in LiteRT). Quantized variants from the same SavedModel:
+  ``dynamic`` (int8 weights, float activations), ``float16`` (float16 weights), ``int8``
+  (int8 weights and activations calibrated on real samples; float32 inputs/outputs, ops without an
+  int8 kernel fall back to float). Converting from concrete functions leaves Keras 3 variables
+  as READ_VARIABLE ops (NaN outputs / int8 calibration crash), so we never do that.
+- **ONNX**: ``tf2onnx.convert.from_function`` on a ``tf.function`` taking the inputs positionally
+  (TensorSpec names = ONNX input names), then ``onnx.checker`` (an op tf2onnx cannot map stays a
+  TF op and is rejected here).
+
+Serving interface (identical in all formats): inputs are the contract's ``input_signature`` keys
+with its dtypes and shapes (batch ``None``); outputs are named after the model's outputs: the keys
+of a dict output, else ``model.output_names`` (Keras functional: the output layers' names), else
+``output_0``, ``output_1``…
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import tensorflow as tf
+
+from .errors import ExportError
+from .source import _one_line
+
+SIGNATURE = "serving_default"
+_IDENT = re.compile(r"[^A-Za-z0-9_]")
+DEFAULT_CALIBRATION_SAMPLES = 128
+
+
+@dataclass
+class Artifact:
+    format: str  # savedmodel | tflite | onnx
+    rel: str  # path inside the export directory
+    quantization: str | None = None
+    opset: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.format} ({self.quantization})" if self.quantization not in (None, "none") else self.format
+
+
+@dataclass
+class Serving:
+    """The model as a function of named inputs to named outputs."""
+
+    fn: Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]]
+    signature: dict[str, tf.TensorSpec]
+    output_names: list[str]
+
+
+def serving(model: Any, sig: dict[str, tf.TensorSpec], sample: dict[str, np.ndarray], as_dict: bool) -> Serving:
+    names = list(sig)
+
+    def call(inputs: dict[str, Any]) -> Any:
+        return model(dict(inputs) if as_dict else inputs[names[0]], training=False)
+
+    out = call({k: tf.constant(v) for k, v in sample.items()})
+    output_names = _output_names(model, out)
+
+    def serve(inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        y = call(inputs)
+        flat = list(y.values()) if isinstance(y, dict) else (list(y) if isinstance(y, (list, tuple)) else [y])
+        return {n: tf.identity(t, name=n) for n, t in zip(output_names, flat)}
+
+    return Serving(fn=serve, signature=sig, output_names=output_names)
+
+
+def _output_names(model: Any, out: Any) -> list[str]:
+    if isinstance(out, dict):
+        names = [str(k) for k in out]
+    else:
+        count = len(out) if isinstance(out, (list, tuple)) else 1
+        try:
+            candidates = list(getattr(model, "output_names", None) or [])
+        except Exception:  # noqa: BLE001 - subclassed models may raise here
+            candidates = []
+        names = [str(c) for c in candidates] if len(candidates) == count else [f"output_{i}" for i in range(count)]
+    names = [_IDENT.sub("_", n) or f"output_{i}" for i, n in enumerate(names)]
+    if len(set(names)) != len(names):
+        names = [f"output_{i}" for i in range(len(names))]
+    return names
+
+
+def reference(serve: Serving, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The TensorFlow model's outputs: what every artifact is compared against."""
+    out = serve.fn({k: tf.constant(v) for k, v in inputs.items()})
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def savedmodel(model: Any, serve: Serving, path: Path) -> Artifact:
+    import keras
+
+    try:
+        archive = keras.export.ExportArchive()
+        archive.track(model)
+        archive.add_endpoint(name=SIGNATURE, fn=serve.fn, input_signature=[serve.signature])
+        archive.write_out(str(path), verbose=False)
+    except Exception as exc:  # noqa: BLE001
+        raise ExportError("ConversionFailed", f"savedmodel: export failed: {_one_line(exc)}") from None
+    return Artifact(format="savedmodel", rel=path.name, details={"signature": SIGNATURE})
+
+
+def tflite(saved_model_dir: Path, path: Path, quantization: str = "none",
+           calibration: dict[str, np.ndarray] | None = None) -> Artifact:
+    label = "tflite" if quantization == "none" else f"tflite ({quantization})"
+    try:
+        conv = tf.lite.TFLiteConverter.from_saved_model(str(saved_model_dir), signature_keys=[SIGNATURE])
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        if quantization != "none":
+            conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        if quantization == "float16":
+            conv.target_spec.supported_types = [tf.float16]
+        elif quantization == "int8":
+            if not calibration:
+                raise ExportError("ConversionFailed", f"{label}: no calibration samples")
+            conv.representative_dataset = _representative(calibration)
+        content = conv.convert()
+    except ExportError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - ConverterError lists the unsupported ops
+        raise ExportError("ConversionFailed", f"{label}: conversion failed: {_one_line(exc)}") from None
+    path.write_bytes(content)
+    details = {"calibrationSamples": len(next(iter(calibration.values())))} if quantization == "int8" and calibration else {}
+    return Artifact(format="tflite", rel=path.name, quantization=quantization, details=details)
+
+
+def _representative(calibration: dict[str, np.ndarray]) -> Callable[[], Any]:
+    n = len(next(iter(calibration.values())))
+
+    def gen() -> Any:
+        for i in range(n):
+            yield {k: v[i : i + 1] for k, v in calibration.items()}
+
+    return gen
+
+
+def onnx(serve: Serving, path: Path, opset: int) -> Artifact:
+    import onnx as onnx_lib
+    import tf2onnx
+
+    names = list(serve.signature)
+    specs = [serve.signature[n] for n in names]
+
+    @tf.function(input_signature=specs)
+    def positional(*args: tf.Tensor) -> dict[str, tf.Tensor]:
+        return serve.fn(dict(zip(names, args)))
+
+    label = f"onnx (opset {opset})"
+    logging.getLogger("tf2onnx").setLevel(logging.ERROR)
+    try:
+        proto, _ = tf2onnx.convert.from_function(positional, input_signature=specs, opset=opset)
+    except Exception as exc:  # noqa: BLE001
+        raise ExportError("ConversionFailed", f"{label}: conversion failed: {_one_line(exc)}") from None
+    try:
+        onnx_lib.checker.check_model(proto)
+    except Exception as exc:  # noqa: BLE001 - an unmapped TF op survives as an unknown node
+        unknown = sorted({n.op_type for n in proto.graph.node if not _known_onnx_op(n, opset)})
+        hint = f" (ops tf2onnx could not convert: {', '.join(unknown)})" if unknown else ""
+        raise ExportError("ConversionFailed", f"{label}: invalid model{hint}: {_one_line(exc)}") from None
+    got_in = [i.name for i in proto.graph.input]
+    got_out = [o.name for o in proto.graph.output]
+    if got_in != names or sorted(got_out) != sorted(serve.output_names):
+        raise ExportError(
+            "ConversionFailed", f"{label}: names changed in conversion: inputs {got_in} outputs {got_out}, "
+            f"expected {names} {serve.output_names}"
+        )
+    path.write_bytes(proto.SerializeToString())
+    return Artifact(format="onnx", rel=path.name, opset=opset)
+
+
+def _known_onnx_op(node: Any, opset: int) -> bool:
+    from onnx import defs
+
+    if node.domain not in ("", "ai.onnx"):
+        return True  # contrib domains are checked by the runtime
+    try:
+        defs.get_schema(node.op_type, opset, node.domain)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def remove_tree(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)

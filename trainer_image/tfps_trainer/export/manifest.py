@@ -1,0 +1,98 @@
+"""``manifest.json``: what was exported, from which checkpoint, how it was checked.
+
+Schema (``schema: tfps.dev/export-manifest/v1``; all paths relative, POSIX, no ``..``)::
+
+    job, namespace, model (module), createdAt (UTC ISO 8601)
+    checkpoint: {step, path}                 path relative to the job root
+    signature:  {name: "serving_default", inputs: [{name, shape, dtype}], outputs: [...]}
+                shape uses null for the (dynamic) batch dimension
+    artifacts:  [{format, path, bytes, sha256, quantization, opset, inputs, outputs,
+                  files?, calibrationSamples?, verification: {samples, maxAbsError, maxRelError,
+                  argmaxAgreement, tolerance: {maxAbs, maxRel, minArgmaxAgreement}, passed}}]
+                path relative to the export directory; for a directory artifact (SavedModel)
+                ``bytes`` is the sum of its files and ``sha256`` is the SHA-256 of the text
+                ``"<sha256 of file>  <relative path>\\n"`` for every file sorted by path (the output
+                of ``sha256sum`` run inside it, sorted); ``files`` lists each file.
+    versions:   {python, numpy, tensorflow, keras, tf_keras?, tf2onnx, onnx, onnxruntime, ai-edge-litert}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from .safepaths import check_relative
+
+SCHEMA = "tfps.dev/export-manifest/v1"
+_DISTS = ("numpy", "tensorflow", "keras", "tf_keras", "tf2onnx", "onnx", "onnxruntime", "ai-edge-litert")
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def digest(path: Path) -> tuple[int, str, list[dict[str, Any]] | None]:
+    """(bytes, sha256, files) of a file or a directory tree (see the module docstring)."""
+    if path.is_file():
+        return path.stat().st_size, file_sha256(path), None
+    files = []
+    for dirpath, _dirs, names in os.walk(path):
+        for name in names:
+            p = Path(dirpath) / name
+            files.append({"path": p.relative_to(path).as_posix(), "bytes": p.stat().st_size, "sha256": file_sha256(p)})
+    files.sort(key=lambda f: f["path"])
+    listing = "".join(f"{f['sha256']}  {f['path']}\n" for f in files)
+    return sum(f["bytes"] for f in files), hashlib.sha256(listing.encode()).hexdigest(), files
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist in _DISTS:
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def tensor_specs(specs: dict[str, Any]) -> list[dict[str, Any]]:
+    """[{name, shape, dtype}] from {name: (shape list, dtype str)}."""
+    return [{"name": n, "shape": list(s), "dtype": d} for n, (s, d) in specs.items()]
+
+
+def build(*, job: str, namespace: str, model: str, checkpoint_step: int, checkpoint_path: str,
+          inputs: list[dict[str, Any]], outputs: list[dict[str, Any]], artifacts: list[dict[str, Any]]) -> dict[str, Any]:
+    check_relative(checkpoint_path, "manifest checkpoint.path")
+    for a in artifacts:
+        check_relative(a["path"], f"manifest artifact {a['format']} path")
+        for f in a.get("files") or []:
+            check_relative(f["path"], f"manifest artifact {a['format']} file")
+    return {
+        "schema": SCHEMA,
+        "job": job,
+        "namespace": namespace,
+        "model": model,
+        "createdAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "checkpoint": {"step": checkpoint_step, "path": checkpoint_path},
+        "signature": {"name": "serving_default", "inputs": inputs, "outputs": outputs},
+        "artifacts": artifacts,
+        "versions": versions(),
+    }
+
+
+def write(path: Path, manifest: dict[str, Any]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(manifest, fh, indent=2, sort_keys=False)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())

@@ -1,0 +1,180 @@
+"""Atomic publishing of an export directory.
+
+Layout under the job root::
+
+    exports/
+      .lock                  flock held by the running exporter (one export at a time per job)
+      .tmp-<step>-<hex>/     staging: being written; never looks complete, removed on the next start
+      <step>/                complete: appeared by rename(2) after every artifact passed verification
+        manifest.json        written last, fsynced with everything else before the rename
+      latest -> <step>       relative symlink to the highest complete step, swapped atomically
+      LATEST                 the same step as text (for volumes without symlinks and for humans)
+
+``rename(2)`` within one directory is atomic on POSIX filesystems, so a reader sees either no
+``exports/<step>`` or a complete one. The ``latest`` symlink is replaced by creating
+``.latest-<hex>`` and renaming it over ``latest``; ``LATEST`` by writing ``.LATEST-<hex>`` and
+renaming. Both exist because some volume types (SMB/Azure Files, some FUSE CSI drivers) reject
+symlinks: there the symlink step is skipped and ``LATEST`` is the pointer.
+
+Re-exporting a step that already has a complete export replaces it: the old directory is renamed
+to ``.old-<step>-<hex>`` and deleted after the new one is in place (the only moment without an
+``exports/<step>`` is between two renames).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import secrets
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from .errors import ExportError
+from .safepaths import inside, refuse_symlinks
+
+MANIFEST = "manifest.json"
+LATEST_LINK = "latest"
+LATEST_FILE = "LATEST"
+_STALE = re.compile(r"^\.(tmp|old)-\d+-[0-9a-f]+$|^\.(latest|LATEST)-[0-9a-f]+$")
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
+    try:
+        os.fsync(fd)
+    except OSError as exc:  # some filesystems refuse fsync on directories
+        if exc.errno not in (errno.EINVAL, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(tree: Path) -> None:
+    """fsync every file, then every directory bottom-up, then the tree itself."""
+    for dirpath, dirnames, filenames in os.walk(tree, topdown=False):
+        for name in filenames:
+            _fsync_path(Path(dirpath) / name)
+        _fsync_path(Path(dirpath))
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def clean_stale(exports: Path) -> list[str]:
+    """Remove leftovers of interrupted exports (only names this module creates)."""
+    removed = []
+    for entry in sorted(exports.iterdir()):
+        if _STALE.match(entry.name):
+            _remove(entry)
+            removed.append(entry.name)
+    return removed
+
+
+class Publisher:
+    """Owns ``<root>/exports`` for the duration of one export (``with Publisher(root) as pub``)."""
+
+    def __init__(self, root: str | Path, exports_rel: str = "exports") -> None:
+        self.root = Path(os.path.realpath(root))
+        self.exports = inside(self.root, exports_rel, "exports directory")
+        self._lock_fd: int | None = None
+        self.stale_removed: list[str] = []
+
+    def __enter__(self) -> "Publisher":
+        try:
+            self.exports.mkdir(parents=True, exist_ok=True)
+            inside(self.root, self.exports, "exports directory", must_exist=True)
+            self._lock_fd = os.open(self.exports / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ExportError("PublishFailed", f"another exporter holds {self.exports / '.lock'}") from None
+            self.stale_removed = clean_stale(self.exports)
+        except OSError as exc:
+            self._unlock()
+            raise ExportError("PublishFailed", f"cannot prepare {self.exports}: {exc}") from None
+        except ExportError:
+            self._unlock()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._unlock()
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    @contextmanager
+    def staging(self, step: int) -> Iterator[Path]:
+        """A fresh ``.tmp-<step>-<hex>`` directory, removed on exit unless :meth:`commit` moved it."""
+        path = self.exports / f".tmp-{step}-{secrets.token_hex(4)}"
+        path.mkdir()
+        try:
+            yield path
+        finally:
+            if path.exists():
+                shutil.rmtree(path, ignore_errors=True)
+
+    def commit(self, staging: Path, step: int) -> Path:
+        """Rename the verified ``staging`` to ``exports/<step>`` and repoint ``latest``."""
+        refuse_symlinks(staging, "staged export")
+        if not (staging / MANIFEST).is_file():
+            raise ExportError("PublishFailed", f"{staging} has no {MANIFEST}; refusing to publish it")
+        final = self.exports / str(step)
+        try:
+            fsync_tree(staging)
+            old = None
+            if final.is_symlink() or (final.exists() and not final.is_dir()):
+                raise ExportError("UnsafePath", f"{final} exists and is not a directory; refusing to replace it")
+            if final.exists():
+                old = self.exports / f".old-{step}-{secrets.token_hex(4)}"
+                os.rename(final, old)
+            os.rename(staging, final)
+            _fsync_path(self.exports)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+            self.update_latest()
+        except OSError as exc:
+            raise ExportError("PublishFailed", f"cannot publish {final}: {exc}") from None
+        return final
+
+    def complete_steps(self) -> list[int]:
+        steps = []
+        for entry in self.exports.iterdir():
+            if entry.name.isdigit() and not entry.is_symlink() and (entry / MANIFEST).is_file():
+                steps.append(int(entry.name))
+        return sorted(steps)
+
+    def update_latest(self) -> int | None:
+        """Point ``latest`` and ``LATEST`` at the highest complete step; returns it."""
+        steps = self.complete_steps()
+        if not steps:
+            return None
+        newest = steps[-1]
+        link = self.exports / LATEST_LINK
+        if link.exists() and not link.is_symlink():
+            raise ExportError("UnsafePath", f"{link} exists and is not a symlink; refusing to replace it")
+        tmp_link = self.exports / f".latest-{secrets.token_hex(4)}"
+        try:
+            os.symlink(str(newest), tmp_link)
+            os.replace(tmp_link, link)
+        except OSError:  # volume without symlinks: LATEST below is the pointer
+            if tmp_link.is_symlink():
+                tmp_link.unlink()
+        tmp_file = self.exports / f".LATEST-{secrets.token_hex(4)}"
+        with open(tmp_file, "w", encoding="utf-8") as fh:
+            fh.write(f"{newest}\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp_file, self.exports / LATEST_FILE)
+        _fsync_path(self.exports)
+        return newest

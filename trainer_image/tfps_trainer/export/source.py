@@ -1,0 +1,189 @@
+"""What gets exported: the checkpoint to use, the restored model, and real input samples."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from ..config import JobSettings
+from ..contract import ContractError, ModelContract, load
+from .errors import ExportError
+from .safepaths import inside
+
+_CKPT = re.compile(r"^ckpt-(\d+)$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+STEP_KEY = "step/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    prefix: Path  # absolute checkpoint prefix (…/checkpoints/ckpt-N)
+    rel: str  # the prefix relative to the job root
+    step: int
+
+
+def load_contract(settings: JobSettings) -> ModelContract:
+    try:
+        return load(settings.model_module)
+    except ContractError as exc:
+        raise ExportError("ContractError", str(exc)) from None
+
+
+def find_checkpoint(settings: JobSettings, checkpoint: str | None, step: int | None) -> CheckpointRef:
+    """``checkpoint``: None/'latest', a prefix, or a directory (its latest); relative = to the job root."""
+    root = Path(settings.paths.root)
+    ckpt_dir = inside(root, "checkpoints", "checkpoint directory")
+    if step is not None:
+        prefix = inside(root, ckpt_dir / f"ckpt-{step}", "--step checkpoint")
+    elif checkpoint in (None, "", "latest"):
+        prefix = _latest(ckpt_dir)
+    else:
+        given = inside(root, checkpoint, "--checkpoint")
+        prefix = _latest(given) if given.is_dir() else given
+    prefix = inside(root, prefix, "checkpoint")
+    if not Path(f"{prefix}.index").is_file():
+        raise ExportError("CheckpointNotFound", f"checkpoint {prefix} not found (no {prefix.name}.index)")
+    rel = str(prefix.relative_to(Path(inside(root, ".", "job root"))))
+    return CheckpointRef(prefix=prefix, rel=rel, step=_step_of(prefix))
+
+
+def _latest(directory: Path) -> Path:
+    if not directory.is_dir():
+        raise ExportError("CheckpointNotFound", f"checkpoint directory {directory} does not exist")
+    found = tf.train.latest_checkpoint(str(directory))
+    if not found:
+        raise ExportError("CheckpointNotFound", f"no checkpoint in {directory}")
+    return Path(found)
+
+
+def _step_of(prefix: Path) -> int:
+    try:
+        reader = tf.train.load_checkpoint(str(prefix))
+        if reader.has_tensor(STEP_KEY):
+            return int(reader.get_tensor(STEP_KEY))
+    except Exception as exc:  # noqa: BLE001 - unreadable index/data files
+        raise ExportError("CheckpointCorrupt", f"checkpoint {prefix} cannot be read: {_one_line(exc)}") from None
+    m = _CKPT.match(prefix.name)
+    if not m:
+        raise ExportError("CheckpointCorrupt", f"checkpoint {prefix} has no 'step' variable and no ckpt-N name")
+    return int(m.group(1))
+
+
+def input_signature(contract: ModelContract, args: dict[str, Any]) -> dict[str, tf.TensorSpec]:
+    """The contract's serving inputs, checked: identifier names, TensorSpecs, a None batch dimension."""
+    try:
+        sig = contract.input_signature(args)
+    except Exception as exc:  # noqa: BLE001
+        raise ExportError("ContractError", f"{contract.module_name}.input_signature raised {_one_line(exc)}") from None
+    if not isinstance(sig, dict) or not sig:
+        raise ExportError("ContractError", f"{contract.module_name}.input_signature must return a non-empty dict")
+    out = {}
+    for name, spec in sig.items():
+        where = f"{contract.module_name}.input_signature[{name!r}]"
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ExportError("ContractError", f"{where}: input names must be identifiers ([A-Za-z_][A-Za-z0-9_]*)")
+        if not isinstance(spec, tf.TensorSpec):
+            raise ExportError("ContractError", f"{where}: must be a tf.TensorSpec, got {type(spec).__name__}")
+        if spec.shape.rank is None or spec.shape.rank < 1 or spec.shape[0] is not None:
+            raise ExportError("ContractError", f"{where}: shape {spec.shape} must have a None batch dimension")
+        out[name] = tf.TensorSpec(spec.shape, spec.dtype, name=name)
+    return out
+
+
+def call_with_dict(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.TensorSpec]) -> bool:
+    """How the model is called: with the dict of inputs, or (one input, non-dict dataset) the tensor."""
+    if len(sig) > 1:
+        return True
+    try:
+        features = contract.dataset(None, 1, args).element_spec[0]
+    except Exception:  # noqa: BLE001 - fall back to the contract's default for one input
+        return False
+    return isinstance(features, dict)
+
+
+def samples(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.TensorSpec], n: int,
+            *, skip: int = 0, prefer_sample_fn: bool = True) -> dict[str, np.ndarray]:
+    """``n`` real inputs: the contract's ``sample_inputs`` or examples ``skip..skip+n`` of its dataset."""
+    fn = contract.fn("sample_inputs") if prefer_sample_fn else None
+    try:
+        if fn is not None:
+            raw = fn(n, args)
+        else:
+            raw = _from_dataset(contract, args, sig, n, skip)
+    except ExportError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        src = "sample_inputs" if fn is not None else "dataset"
+        raise ExportError("ContractError", f"{contract.module_name}.{src} raised {_one_line(exc)}") from None
+    if not isinstance(raw, dict):
+        if len(sig) != 1:
+            raise ExportError("ContractError", f"{contract.module_name}: samples must be a dict keyed by {list(sig)}")
+        raw = {next(iter(sig)): raw}
+    out = {}
+    for name, spec in sig.items():
+        if name not in raw:
+            raise ExportError("ContractError", f"{contract.module_name}: samples lack input {name!r}")
+        arr = np.asarray(raw[name])[:n].astype(spec.dtype.as_numpy_dtype)
+        if not spec.shape.is_compatible_with(arr.shape):
+            raise ExportError(
+                "ContractError", f"{contract.module_name}: sample input {name!r} has shape {arr.shape}, signature {spec.shape}"
+            )
+        out[name] = arr
+    if any(len(v) < n for v in out.values()):
+        raise ExportError("ContractError", f"{contract.module_name}: fewer than {n} samples available")
+    return out
+
+
+def _from_dataset(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.TensorSpec], n: int, skip: int) -> Any:
+    ds = contract.dataset(None, n, args)
+    got: dict[str, list[np.ndarray]] = {}
+    count = 0
+    for element in ds.unbatch().skip(skip).batch(n).take(1):
+        features = element[0] if isinstance(element, tuple) else element
+        if not isinstance(features, dict):
+            features = {next(iter(sig)): features}
+        for k, v in features.items():
+            got.setdefault(k, []).append(v.numpy())
+        count = len(next(iter(features.values())))
+    if count < n:
+        raise ExportError("ContractError", f"{contract.module_name}.dataset yielded {count} examples, need {n}")
+    return {k: np.concatenate(v) for k, v in got.items()}
+
+
+def build_and_restore(contract: ModelContract, args: dict[str, Any], ckpt: CheckpointRef,
+                      sample: dict[str, np.ndarray], as_dict: bool) -> Any:
+    """Build the contract's model, create its variables, restore ``model`` from the checkpoint."""
+    import keras
+
+    try:
+        with keras.saving.custom_object_scope(contract.custom_objects()):
+            model = contract.build_model(args)
+            model(sample if as_dict else next(iter(sample.values())), training=False)
+    except Exception as exc:  # noqa: BLE001
+        raise ExportError("ContractError", f"{contract.module_name}.build_model failed: {_one_line(exc)}") from None
+    try:
+        status = tf.train.Checkpoint(model=model).restore(str(ckpt.prefix))
+        status.expect_partial()
+        status.assert_existing_objects_matched()
+    except Exception as exc:  # noqa: BLE001
+        raise ExportError(
+            "CheckpointCorrupt", f"checkpoint {ckpt.rel} cannot be restored into {contract.module_name}: {_one_line(exc)}"
+        ) from None
+    for var in model.weights:
+        value = np.asarray(var.numpy() if hasattr(var, "numpy") else var)
+        if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+            bad = int(np.size(value) - np.count_nonzero(np.isfinite(value)))
+            raise ExportError(
+                "CheckpointCorrupt", f"checkpoint {ckpt.rel}: variable {getattr(var, 'path', var.name)} has {bad} NaN/Inf value(s)"
+            )
+    return model
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:600]}"
