@@ -22,3 +22,17 @@ def service_name(job: str) -> str:
 
 def pod_fqdn(job: str, namespace: str, role: Role, index: int) -> str:
     return f"{pod_name(job, role, index)}.{service_name(job)}.{namespace}.svc"
+
+
+def network_policy_name(job: str) -> str:
+    return job
+
+
+def pvc_name(job: str) -> str:
+    """The PVC created from ``spec.storage.volumeClaimTemplate``."""
+    return f"{job}-storage"
+
+
+def export_job_name(job: str) -> str:
+    """The one export Job of a training run: a fixed name, so reconciling again can never make a second."""
+    return f"{job}-export"

@@ -1,0 +1,50 @@
+"""The export Job: ``python -m tfps_trainer.export`` on the job's storage after training succeeded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfps_trainer.config import SETTINGS_ENV
+
+from ..api.models import PSTrainingJob
+from ..settings import BuildConfig
+from . import labels, names
+from .pods import pod_spec, settings_env
+
+EXPORT_COMMAND = ["python", "-m", "tfps_trainer.export"]
+
+
+def export_job(job: PSTrainingJob, cfg: BuildConfig) -> dict[str, Any]:
+    """A ``batch/v1`` Job owned by the PSTrainingJob. It runs with the chief's template overrides
+    (scheduling, pull secrets, extra volumes: it loads the same model code), ``spec.export.resources``
+    and ``spec.export.backoffLimit``. The exporter reports its result as the container's termination
+    message (tfps_trainer.export.result)."""
+    name = job.metadata.name
+    chief_template = job.spec.replicas.chief.template
+    spec = pod_spec(
+        job, cfg,
+        command=EXPORT_COMMAND,
+        env=[{"name": SETTINGS_ENV, "value": settings_env(job, cfg)}],
+        ports=[],
+        resources=job.spec.export.resources,
+        override=chief_template,
+        where="spec.replicas.chief.template.spec",
+    )
+    if chief_template and chief_template.spec and chief_template.spec.resources:
+        # The chief's resources are for training; the export has its own.
+        res = job.spec.export.resources
+        container = spec["containers"][0]
+        container.pop("resources", None)
+        if res:
+            container["resources"] = res.to_wire()
+    pod_labels = labels.base_labels(name, labels.EXPORT_COMPONENT)
+    job_name = names.export_job_name(name)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": labels.child_metadata(job, job_name, dict(pod_labels)),
+        "spec": {
+            "backoffLimit": job.spec.export.backoff_limit,
+            "template": {"metadata": {"labels": pod_labels}, "spec": spec},
+        },
+    }

@@ -1,0 +1,216 @@
+"""Trainer pods: one per (role, index), hardened, with TF_CONFIG and the job settings in the env.
+
+Everything here is a pure function of the validated job and :class:`~tfps_operator.settings.BuildConfig`.
+The pod spec builder is shared with the export Job, so both run with the same hardening and storage.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tfps_trainer.config import SETTINGS_ENV
+
+from ..api.models import PodTemplateOverride, PSTrainingJob, ResourceRequirements, Role
+from ..settings import BuildConfig
+from . import labels, names
+from .jobsettings import job_settings, replica_counts
+from .tfconfig import tf_config_json
+
+CONTAINER = "trainer"
+STORAGE_VOLUME = "storage"
+TMP_VOLUME = "tmp"
+TRAINER_COMMAND = ["python", "-m", "tfps_trainer"]
+PROGRESS_ROLES: tuple[Role, ...] = ("chief", "evaluator")
+"""Roles that serve the progress endpoint (tfps_trainer.progress)."""
+RESERVED_ENV_PREFIX = "TFPS_"
+RESERVED_ENV = ("TF_CONFIG", "HOME")
+
+
+class BuildError(ValueError):
+    """The job cannot be turned into valid children; the message names the field."""
+
+
+def image(job: PSTrainingJob, cfg: BuildConfig) -> str:
+    return job.spec.image or cfg.default_image
+
+
+def storage_volume(job: PSTrainingJob) -> dict[str, Any]:
+    """The job's storage as a pod volume: an existing claim, the PVC the operator creates, or an
+    emptyDir (then checkpoints do not outlive the pod, and the export cannot see them)."""
+    s = job.spec.storage
+    if s.claim_name:
+        return {"name": STORAGE_VOLUME, "persistentVolumeClaim": {"claimName": s.claim_name}}
+    if s.volume_claim_template:
+        return {"name": STORAGE_VOLUME, "persistentVolumeClaim": {"claimName": names.pvc_name(job.metadata.name)}}
+    return {"name": STORAGE_VOLUME, "emptyDir": {}}
+
+
+def pod_security_context(cfg: BuildConfig) -> dict[str, Any]:
+    """Admitted under PodSecurity ``restricted``."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": cfg.run_as_user,
+        "runAsGroup": cfg.run_as_user,
+        "fsGroup": cfg.run_as_user,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "privileged": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _resources(r: ResourceRequirements | None) -> dict[str, Any] | None:
+    return r.to_wire() if r else None
+
+
+def settings_env(job: PSTrainingJob, cfg: BuildConfig) -> str:
+    """``TFPS_JOB``: the trainer's settings, with the operator's progress port."""
+    return job_settings(job).model_copy(update={"progress_port": cfg.progress_port}).to_env()
+
+
+def _check_user_env(env: list[dict[str, Any]], where: str) -> None:
+    for i, var in enumerate(env):
+        name = str(var.get("name", ""))
+        if name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIX):
+            raise BuildError(f"{where}.env[{i}].name: {name!r} is reserved for the operator")
+
+
+def pod_spec(
+    job: PSTrainingJob,
+    cfg: BuildConfig,
+    *,
+    command: list[str],
+    env: list[dict[str, Any]],
+    ports: list[dict[str, Any]],
+    resources: ResourceRequirements | None,
+    override: PodTemplateOverride | None,
+    where: str,
+) -> dict[str, Any]:
+    """A hardened pod spec running ``command`` with the job's storage mounted at ``spec.storage.mountPath``.
+
+    ``override`` (a replica type's ``template``) is merged in: its security contexts win key by key,
+    its env, volumes and mounts are appended, scheduling fields are set. ``where`` names the
+    template in error messages, e.g. ``spec.replicas.worker.template.spec``.
+    """
+    o = override.spec if override and override.spec else None
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": image(job, cfg),
+        "command": list(command),
+        "env": [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONUNBUFFERED", "value": "1"}, *env],
+        "volumeMounts": [
+            {"name": STORAGE_VOLUME, "mountPath": job.spec.storage.mount_path},
+            {"name": TMP_VOLUME, "mountPath": "/tmp"},
+        ],
+        "securityContext": container_security_context(),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if ports:
+        container["ports"] = ports
+    res = _resources(o.resources if o and o.resources else resources)
+    if res:
+        container["resources"] = res
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": pod_security_context(cfg),
+        "containers": [container],
+        "volumes": [storage_volume(job), {"name": TMP_VOLUME, "emptyDir": {}}],
+    }
+    if job.spec.run_policy.scheduler_name:
+        spec["schedulerName"] = job.spec.run_policy.scheduler_name
+    if o is None:
+        return spec
+
+    if o.env:
+        _check_user_env(o.env, where)
+        container["env"] += copy.deepcopy(o.env)
+    taken = {v["name"] for v in spec["volumes"]}
+    for i, vol in enumerate(o.volumes or []):
+        if vol.get("name") in taken:
+            raise BuildError(f"{where}.volumes[{i}].name: {vol.get('name')!r} is reserved for the operator")
+        spec["volumes"].append(copy.deepcopy(vol))
+    mounted = {m["mountPath"] for m in container["volumeMounts"]}
+    for i, mount in enumerate(o.volume_mounts or []):
+        if mount.get("mountPath") in mounted:
+            raise BuildError(f"{where}.volumeMounts[{i}].mountPath: {mount.get('mountPath')!r} is already used by the operator")
+        container["volumeMounts"].append(copy.deepcopy(mount))
+    if o.security_context:
+        container["securityContext"] = {**container["securityContext"], **copy.deepcopy(o.security_context)}
+    if o.pod_security_context:
+        spec["securityContext"] = {**spec["securityContext"], **copy.deepcopy(o.pod_security_context)}
+    for key, value in (
+        ("nodeSelector", o.node_selector),
+        ("tolerations", o.tolerations),
+        ("affinity", o.affinity),
+        ("priorityClassName", o.priority_class_name),
+        ("imagePullSecrets", o.image_pull_secrets),
+    ):
+        if value:
+            spec[key] = copy.deepcopy(value)
+    return spec
+
+
+def _merged_meta(override: PodTemplateOverride | None, ours: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Template labels and annotations, with the operator's labels winning on a clash."""
+    m = override.metadata if override and override.metadata else None
+    return {**((m.labels if m else None) or {}), **ours}, dict((m.annotations if m else None) or {})
+
+
+def trainer_pod(job: PSTrainingJob, role: Role, index: int, cfg: BuildConfig, restart: int = 0) -> dict[str, Any]:
+    """Pod ``<job>-<role>-<index>``, reachable as ``<pod>.<job>.<ns>.svc`` through the headless Service.
+
+    ``restart`` is the job's ``status.restarts`` (recorded on the pod as ``tfps.dev/restart``).
+    """
+    name, ns = job.metadata.name, job.metadata.namespace
+    counts = replica_counts(job)
+    port = job.spec.training.port
+    replica = getattr(job.spec.replicas, role)
+    tf_config = tf_config_json(counts, lambda r, i: f"{names.pod_fqdn(name, ns, r, i)}:{port}", role, index)
+    ports = [{"name": "grpc", "containerPort": port, "protocol": "TCP"}]
+    if role in PROGRESS_ROLES:
+        ports.append({"name": "progress", "containerPort": cfg.progress_port, "protocol": "TCP"})
+    spec = pod_spec(
+        job, cfg,
+        command=TRAINER_COMMAND,
+        env=[{"name": "TF_CONFIG", "value": tf_config}, {"name": SETTINGS_ENV, "value": settings_env(job, cfg)}],
+        ports=ports,
+        resources=replica.resources,
+        override=replica.template,
+        where=f"spec.replicas.{role}.template.spec",
+    )
+    pod = names.pod_name(name, role, index)
+    spec["hostname"] = pod
+    spec["subdomain"] = names.service_name(name)
+    pod_labels, annotations = _merged_meta(replica.template, labels.pod_labels(name, role, index, restart))
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": labels.child_metadata(job, pod, pod_labels, annotations),
+        "spec": spec,
+    }
+
+
+def desired_pods(job: PSTrainingJob, cfg: BuildConfig, restart: int = 0) -> dict[str, dict[str, Any]]:
+    """Every trainer pod of the job, by name, in role order (chief, ps, worker, evaluator)."""
+    if len(job.metadata.name) > names.MAX_JOB_NAME:
+        raise BuildError(
+            f"metadata.name: {len(job.metadata.name)} characters is too long; pod names "
+            f"<job>-<role>-<index> must be DNS labels, so the job name may have at most {names.MAX_JOB_NAME}"
+        )
+    pods: dict[str, dict[str, Any]] = {}
+    for role, count in replica_counts(job).items():
+        for i in range(count):
+            pod = trainer_pod(job, role, i, cfg, restart)
+            pods[pod["metadata"]["name"]] = pod
+    return pods

@@ -1,0 +1,423 @@
+"""The PSTrainingJob state machine: (job, status, observed children, now) -> :class:`~.plan.Plan`.
+
+Pure and level-based: it looks only at what exists now and at the status it wrote before, so running
+it twice, or after an operator restart, gives the same answer and never a duplicate child.
+
+Phases::
+
+    Pending ──all pods running──► Running ──chief succeeded──► Exporting ──export ok──► Succeeded
+       ▲  │                        │  ▲                             │                  (export off)
+       │  └─ suspend ─► Suspended  │  │ worker failed: recreated    └─ export failed ─► Failed
+       │                           ▼  │
+       └────────────── Restarting (chief/PS failed or lost: all pods recreated, restarts+1)
+    Failed: BackoffLimitExceeded, DeadlineExceeded, ReplicaFailed, InvalidSpec, ExportFailed
+
+Every trainer pod carries ``tfps.dev/restart`` = ``status.restarts`` at its creation. After a
+whole-job restart the older pods are *stale*: they are deleted and replaced, never counted again.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..api.models import Artifact, ExportStatus, PSTrainingJob, PSTrainingJobStatus, ReplicaStatus
+from ..build import names
+from ..build.export_job import export_job
+from ..build.jobsettings import replica_counts
+from ..build.netpol import network_policy
+from ..build.pods import BuildError, desired_pods
+from ..build.pvc import storage_claim
+from ..build.service import headless_service
+from ..settings import BuildConfig
+from . import conditions as C
+from .failure_policy import Decision, on_failure
+from .observed import Observed, PodObs
+from .plan import Create, Delete, DeleteOwner, Event, Plan
+
+TERMINAL = ("Succeeded", "Failed")
+TRAINING = (None, "Pending", "Running", "Restarting", "Suspended")
+
+
+class _Ctx:
+    """One reconciliation: the inputs plus the plan being built."""
+
+    def __init__(self, job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, now: datetime, cfg: BuildConfig):
+        self.job, self.obs, self.now, self.cfg = job, obs, now, cfg
+        self.gen = job.metadata.generation
+        st = status.model_copy(deep=True)
+        st.observed_generation = self.gen
+        self.plan = Plan(status=st)
+
+    @property
+    def st(self) -> PSTrainingJobStatus:
+        return self.plan.status
+
+    def cond(self, type_: str, value: C.Status, reason: str, message: str = "") -> bool:
+        return C.set_condition(self.st, type_, value, reason, message, self.now, self.gen)
+
+    def clear(self, type_: str, reason: str, message: str = "") -> None:
+        C.clear(self.st, type_, reason, message, self.now, self.gen)
+
+    def event(self, type_: str, reason: str, message: str) -> None:
+        self.plan.events.append(Event(type_, reason, message))  # type: ignore[arg-type]
+
+    def delete_pod(self, pod: PodObs) -> None:
+        action = Delete("Pod", pod.name, pod.uid)
+        if not pod.deleting and action not in self.plan.actions:
+            self.plan.actions.append(action)
+
+
+def reconcile(job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, now: datetime, cfg: BuildConfig) -> Plan:
+    """Decide what to do for ``job`` given what exists. ``status`` is the job's current status."""
+    x = _Ctx(job, status, obs, now, cfg)
+    if x.st.phase in TERMINAL:
+        _finished(x)
+        return x.plan
+    try:
+        pods = desired_pods(job, cfg, x.st.restarts)
+        infra = [m for m in (storage_claim(job), headless_service(job, cfg), network_policy(job, cfg)) if m]
+        export_manifest = export_job(job, cfg) if job.spec.export.enabled else None
+    except BuildError as exc:
+        _fail(x, "InvalidSpec", str(exc))
+        return x.plan
+    if x.st.phase is None:
+        x.st.phase = "Pending"
+        x.event("Normal", "Accepted", "creating the training cluster")
+    if x.st.phase in TRAINING and job.spec.run_policy.suspend:
+        _suspend(x)
+        return x.plan
+    if x.st.phase == "Suspended":
+        x.st.phase = "Pending"
+        x.st.start_time = None
+        x.cond(C.SUSPENDED, "False", "JobResumed", "runPolicy.suspend is false")
+        x.event("Normal", "JobResumed", "resuming: recreating the pods")
+    if x.st.start_time is None:
+        x.st.start_time = now
+    if _deadline_passed(x):
+        return x.plan
+    _ensure(x, infra)
+    if x.st.phase == "Exporting":
+        _exporting(x, export_manifest)
+    else:
+        _training(x, pods, export_manifest)
+    return x.plan
+
+
+def invalid_spec(status: PSTrainingJobStatus, generation: int | None, message: str, now: datetime) -> Plan:
+    """The job's spec cannot be understood at all (it failed validation): Failed/InvalidSpec."""
+    st = status.model_copy(deep=True)
+    st.observed_generation = generation
+    plan = Plan(status=st)
+    if st.phase in TERMINAL:
+        return plan
+    st.phase = "Failed"
+    st.completion_time = now
+    C.set_condition(st, C.FAILED, "True", "InvalidSpec", message, now, generation)
+    C.clear(st, C.RUNNING, "InvalidSpec", "", now, generation)
+    plan.events.append(Event("Warning", "InvalidSpec", message))
+    return plan
+
+
+def creation_failed(status: PSTrainingJobStatus, generation: int | None, failures: dict[str, str],
+                    now: datetime) -> tuple[bool, Event | None]:
+    """The API server refused to create children (``{"Pod/x": "its message"}``): condition
+    Created=False/CreateFailed with the server's words. Returns (status changed, Event to post once)."""
+    message = "; ".join(f"{key}: {msg}" for key, msg in sorted(failures.items()))
+    old = C.get(status, C.CREATED)
+    if old is not None and old.status == "False" and old.message == message:
+        return False, None
+    C.set_condition(status, C.CREATED, "False", "CreateFailed", message, now, generation)
+    return True, Event("Warning", "CreateFailed", message)
+
+
+# --- phases ---------------------------------------------------------------------------------------
+
+def _ensure(x: _Ctx, infra: list[dict[str, Any]]) -> None:
+    """Service, NetworkPolicy and PVC: created when missing, before any pod."""
+    for manifest in infra:
+        if f"{manifest['kind']}/{manifest['metadata']['name']}" not in x.obs.existing:
+            x.plan.actions.append(Create(manifest))
+
+
+def _training(x: _Ctx, desired: dict[str, dict[str, Any]], export_manifest: dict[str, Any] | None) -> None:
+    job, st, obs = x.job, x.st, x.obs
+    epoch = st.restarts
+    current = {p.name: p for p in obs.pods if p.restart == epoch and p.name in desired}
+    for pod in obs.pods:  # from an earlier run of the job, or no longer in the spec
+        if pod.name not in current:
+            x.delete_pod(pod)
+
+    chief = current.get(names.pod_name(job.metadata.name, "chief", 0))
+    if chief is not None and chief.phase == "Succeeded" and not chief.deleting:
+        _training_done(x, export_manifest)
+        return
+
+    decisions: list[tuple[PodObs | None, str, Decision]] = []
+    for pod in current.values():
+        if pod.deleting or pod.role is None:
+            continue
+        unexpected_exit = pod.phase == "Succeeded" and pod.role in ("ps", "worker")  # servers never exit on their own
+        if pod.phase == "Failed" or unexpected_exit:
+            decisions.append((pod, pod.role, _decide(x, pod.role, pod.exit_code)))
+    if st.phase == "Running":  # every pod existed: a missing chief or PS is a lost one
+        for name, manifest in desired.items():
+            role = manifest["metadata"]["labels"]["tfps.dev/replica-type"]
+            if name not in current and role in ("chief", "ps") and obs.pod(name) is None:
+                decisions.append((None, role, _decide(x, role, None, vanished=name)))
+
+    fatal = next((d for _, _, d in decisions if d.action == "fail_job"), None)
+    if fatal:
+        _fail(x, fatal.reason, fatal.message)
+        return
+    restart = next((d for _, _, d in decisions if d.action == "restart_job"), None)
+    if restart:
+        _restart_job(x, restart, current)
+        return
+    for pod, role, d in decisions:  # recreate_pod: delete now, create once the name is free
+        assert pod is not None
+        x.event("Warning", d.reason, f"{pod.name}: {d.message}")
+        x.delete_pod(pod)
+
+    replacing = {pod.name for pod, _, _ in decisions if pod is not None}
+    for name, manifest in desired.items():
+        if name in current or obs.pod(name) is not None:
+            continue  # exists, or its previous incarnation is still going away
+        x.plan.actions.append(Create(manifest))
+        if st.phase == "Running":
+            role = manifest["metadata"]["labels"]["tfps.dev/replica-type"]
+            x.plan.recreated.append(role)
+            x.event("Normal", "ReplicaRecreated", f"{name} recreated with the same name")
+
+    _training_phase(x, desired, current, replacing)
+
+
+def _decide(x: _Ctx, role: str, exit_code: int | None, vanished: str | None = None) -> Decision:
+    spec = getattr(x.job.spec.replicas, role)
+    d = on_failure(role, spec.restart_policy, exit_code, x.st.restarts, x.job.spec.run_policy.backoff_limit)  # type: ignore[arg-type]
+    if vanished:
+        d = Decision(d.action, d.reason, d.message.replace(f"{role} failed (exit code unknown)", f"{vanished} disappeared"))
+    return d
+
+
+def _training_phase(x: _Ctx, desired: dict[str, dict[str, Any]], current: dict[str, PodObs], replacing: set[str]) -> None:
+    st = x.st
+    live = [p for p in current.values() if not p.deleting and p.name not in replacing]
+    all_there = len(live) == len(desired)
+    # An evaluator that finished its last evaluation is done, not missing.
+    running = all_there and all(p.phase == "Running" or (p.phase == "Succeeded" and p.role == "evaluator") for p in live)
+    unscheduled = [p for p in live if not p.scheduled]
+    if live and not unscheduled:
+        x.cond(C.SCHEDULED, "True", "AllPodsScheduled", "")
+    elif unscheduled:
+        detail = "; ".join(f"{p.name}: {p.unschedulable_message}" if p.unschedulable_message else p.name for p in unscheduled[:5])
+        x.cond(C.SCHEDULED, "False", "Unschedulable" if any(p.unschedulable_message for p in unscheduled) else "Scheduling",
+               f"{len(unscheduled)} pod(s) not scheduled: {detail}")
+    if all_there and not C.is_true(st, C.CREATED):
+        x.cond(C.CREATED, "True", "ChildrenCreated", f"{len(desired)} pods, Service and NetworkPolicy created")
+
+    if running and st.phase != "Running":
+        st.phase = "Running"
+        x.cond(C.RUNNING, "True", "AllReplicasRunning", f"{len(desired)} pods running")
+        x.clear(C.RESTARTING, "AllReplicasRunning", "")
+        x.event("Normal", "Running", f"all {len(desired)} pods are running")
+    elif st.phase not in ("Running", "Restarting"):
+        st.phase = "Pending"
+    _replica_statuses(x, desired, current)
+
+
+def _replica_statuses(x: _Ctx, desired: dict[str, dict[str, Any]] | None, current: dict[str, PodObs]) -> None:
+    counts = replica_counts(x.job)
+    out: dict[str, ReplicaStatus] = {}
+    for role, n in counts.items():
+        if n == 0:
+            continue
+        pods = [p for p in current.values() if p.role == role]
+        out[role] = ReplicaStatus(
+            active=sum(p.active for p in pods),
+            ready=sum(p.phase == "Running" and p.ready and not p.deleting for p in pods),
+            succeeded=sum(p.phase == "Succeeded" for p in pods),
+            failed=sum(p.phase == "Failed" for p in pods),
+        )
+    x.st.replica_statuses = out  # type: ignore[assignment]
+    running_workers = sum(p.role == "worker" and p.phase == "Running" and not p.deleting for p in current.values())
+    _set_workers(x.st, f"{running_workers}/{counts['worker']}")
+
+
+def _set_workers(st: PSTrainingJobStatus, value: str) -> None:
+    """``status.workers`` ("2/3", a printer column) when the API model has it."""
+    if "workers" in type(st).model_fields:
+        setattr(st, "workers", value)
+
+
+def _restart_job(x: _Ctx, d: Decision, current: dict[str, PodObs]) -> None:
+    st = x.st
+    st.restarts += 1
+    st.phase = "Restarting"
+    x.plan.job_restarted = True
+    x.cond(C.RESTARTING, "True", d.reason, d.message)
+    x.clear(C.RUNNING, d.reason, d.message)
+    x.event("Warning", d.reason, d.message)
+    for pod in current.values():  # now stale (restart label < restarts): replaced once gone
+        x.delete_pod(pod)
+    _replica_statuses(x, None, {})
+
+
+def _training_done(x: _Ctx, export_manifest: dict[str, Any] | None) -> None:
+    st = x.st
+    x.event("Normal", "TrainingSucceeded", "the chief finished training")
+    x.clear(C.RUNNING, "TrainingSucceeded", "the chief finished training")
+    x.clear(C.RESTARTING, "TrainingSucceeded", "")
+    if export_manifest is not None:
+        st.phase = "Exporting"
+        st.export = ExportStatus(job_name=export_manifest["metadata"]["name"])
+        x.cond(C.EXPORTING, "True", "ExportStarted", f"export Job {export_manifest['metadata']['name']} created")
+        x.event("Normal", "ExportStarted", f"exporting the final checkpoint with Job {export_manifest['metadata']['name']}")
+        _exporting(x, export_manifest)
+    else:
+        _succeed(x, "TrainingSucceeded", "training finished; export is disabled")
+    _replica_statuses(x, None, {p.name: p for p in x.obs.pods if p.restart == st.restarts})
+
+
+def _exporting(x: _Ctx, manifest: dict[str, Any] | None) -> None:
+    _cleanup(x)
+    ej = x.obs.export_job
+    if manifest is None:  # export was switched off after training finished
+        _succeed(x, "TrainingSucceeded", "training finished; export is disabled")
+        return
+    name = manifest["metadata"]["name"]
+    if ej is None:
+        if not any(isinstance(a, Create) and a.key == f"Job/{name}" for a in x.plan.actions):
+            x.plan.actions.append(Create(manifest))
+        return
+    if ej.complete:
+        pod = _last(p for p in x.obs.export_pods if p.phase == "Succeeded")
+        result = _parse_result(pod.message if pod else "")
+        if isinstance(result, str):
+            _fail(x, "ExportFailed", f"export Job {name} completed but left no usable result: {result}")
+            return
+        if not result.ok:
+            _fail(x, "ExportFailed", f"{result.reason}: {result.message}")
+            return
+        x.st.export = ExportStatus(
+            job_name=name, step=result.step, path=result.path,
+            artifacts=[Artifact(format=a.format, path=a.path, bytes=a.bytes, sha256=a.sha256,
+                                max_error=a.max_error, quantization=a.quantization) for a in result.artifacts],
+        )
+        formats = ", ".join(a.format for a in result.artifacts) or "see manifest"
+        x.clear(C.EXPORTING, "ExportSucceeded", f"exported step {result.step} to {result.path}")
+        _succeed(x, "ExportSucceeded", f"exported checkpoint step {result.step} to {result.path} ({formats})")
+    elif ej.failed:
+        _fail(x, "ExportFailed", _export_failure(x, name, ej.message))
+
+
+def _export_failure(x: _Ctx, name: str, job_message: str) -> str:
+    from tfps_trainer.export.result import REASONS_BY_EXIT_CODE
+
+    pod = _last(p for p in x.obs.export_pods if p.phase == "Failed")
+    if pod is not None:
+        result = _parse_result(pod.message)
+        if not isinstance(result, str) and not result.ok:
+            return f"{result.reason}: {result.message}"
+        if pod.exit_code in REASONS_BY_EXIT_CODE:
+            tail = f"; output: {pod.message[-500:]}" if pod.message else ""
+            return f"{REASONS_BY_EXIT_CODE[pod.exit_code]} (exit code {pod.exit_code}){tail}"
+        if pod.exit_code is not None:
+            return f"exporter died with exit code {pod.exit_code} without a result" + (f": {pod.message[-500:]}" if pod.message else "")
+    return f"export Job {name} failed: {job_message or 'no message'}"
+
+
+def _parse_result(message: str) -> Any:
+    """The exporter's result, or a string saying why there is none."""
+    from tfps_trainer.export.result import parse_message
+
+    if not message:
+        return "no termination message"
+    try:
+        return parse_message(message)
+    except (ValidationError, ValueError) as exc:
+        return f"termination message is not an export result ({str(exc).splitlines()[0]})"
+
+
+def _last(pods: Any) -> PodObs | None:
+    pods = list(pods)
+    return max(pods, key=lambda p: (p.finished_at is not None, p.finished_at or 0, p.name)) if pods else None
+
+
+def _suspend(x: _Ctx) -> None:
+    st = x.st
+    for pod in x.obs.pods:
+        x.delete_pod(pod)
+    if st.phase != "Suspended":
+        st.phase = "Suspended"
+        st.start_time = None  # the deadline clock restarts on resume, as for a batch/v1 Job
+        x.cond(C.SUSPENDED, "True", "JobSuspended", "runPolicy.suspend is true: pods deleted")
+        x.clear(C.RUNNING, "JobSuspended", "")
+        x.event("Normal", "JobSuspended", "runPolicy.suspend is true: deleting the pods")
+    _replica_statuses(x, None, {p.name: p for p in x.obs.pods if p.restart == st.restarts})
+
+
+def _deadline_passed(x: _Ctx) -> bool:
+    ads = x.job.spec.run_policy.active_deadline_seconds
+    if ads is None or x.st.start_time is None:
+        return False
+    left = (x.st.start_time + timedelta(seconds=ads) - x.now).total_seconds()
+    if left > 0:
+        x.plan.requeue(left)
+        return False
+    if x.obs.export_job is not None and not x.obs.export_job.deleting:
+        x.plan.actions.append(Delete("Job", x.obs.export_job.name, x.obs.export_job.uid))
+    _fail(x, "DeadlineExceeded", f"the job ran longer than runPolicy.activeDeadlineSeconds ({ads}s)")
+    return True
+
+
+# --- endings --------------------------------------------------------------------------------------
+
+def _cleanup(x: _Ctx) -> None:
+    """Delete trainer pods per ``runPolicy.cleanPodPolicy`` once training is over (idempotent)."""
+    policy = x.job.spec.run_policy.clean_pod_policy
+    for pod in x.obs.pods:
+        if policy == "All" or (policy == "Running" and pod.phase in ("Pending", "Running", "Unknown")):
+            x.delete_pod(pod)
+
+
+def _succeed(x: _Ctx, reason: str, message: str) -> None:
+    st = x.st
+    st.phase = "Succeeded"
+    st.completion_time = x.now
+    x.cond(C.SUCCEEDED, "True", reason, message)
+    x.clear(C.EXPORTING, reason, "")
+    x.event("Normal", "Succeeded", message)
+    _cleanup(x)
+    _ttl(x)
+
+
+def _fail(x: _Ctx, reason: str, message: str) -> None:
+    st = x.st
+    st.phase = "Failed"
+    st.completion_time = x.now
+    x.cond(C.FAILED, "True", reason, message)
+    for type_ in (C.RUNNING, C.RESTARTING, C.EXPORTING):
+        x.clear(type_, reason, "")
+    x.event("Warning", reason, message)
+    _cleanup(x)
+    _ttl(x)
+
+
+def _finished(x: _Ctx) -> None:
+    _cleanup(x)
+    _ttl(x)
+
+
+def _ttl(x: _Ctx) -> None:
+    ttl = x.job.spec.run_policy.ttl_seconds_after_finished
+    done = x.st.completion_time
+    if ttl is None or done is None:
+        return
+    left = (done + timedelta(seconds=ttl) - x.now).total_seconds()
+    if left <= 0:
+        x.plan.actions.append(DeleteOwner(x.job.metadata.uid))
+    else:
+        x.plan.requeue(left)

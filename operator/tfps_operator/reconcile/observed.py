@@ -1,0 +1,130 @@
+"""What the operator observed of a job's children, reduced to the facts the state machine uses.
+
+Parsing raw API objects here keeps :mod:`.machine` free of dict spelunking.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from ..build import labels
+
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+
+
+@dataclass(frozen=True)
+class PodObs:
+    name: str
+    uid: str
+    phase: PodPhase
+    role: str | None = None
+    index: int | None = None
+    restart: int | None = None
+    """The job's restart count when the pod was created (label tfps.dev/restart)."""
+    deleting: bool = False
+    scheduled: bool = False
+    unschedulable_message: str = ""
+    ready: bool = False
+    exit_code: int | None = None
+    message: str = ""
+    """The container's termination message (or the pod's status message)."""
+    finished_at: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.phase in ("Pending", "Running", "Unknown") and not self.deleting
+
+
+@dataclass(frozen=True)
+class BatchJobObs:
+    name: str
+    uid: str
+    complete: bool = False
+    failed: bool = False
+    message: str = ""
+    deleting: bool = False
+
+
+@dataclass(frozen=True)
+class Observed:
+    pods: tuple[PodObs, ...] = ()
+    """Trainer pods (any restart generation)."""
+    export_pods: tuple[PodObs, ...] = ()
+    export_job: BatchJobObs | None = None
+    existing: frozenset[str] = field(default_factory=frozenset)
+    """``Kind/name`` of the other children that exist: Service, NetworkPolicy, PersistentVolumeClaim."""
+
+    def pod(self, name: str) -> PodObs | None:
+        return next((p for p in self.pods if p.name == name), None)
+
+
+def _time(raw: str | None) -> datetime | None:
+    return datetime.fromisoformat(raw.replace("Z", "+00:00")) if raw else None
+
+
+def _int(raw: str | None) -> int | None:
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def pod_obs(pod: dict[str, Any]) -> PodObs:
+    meta, status = pod.get("metadata", {}), pod.get("status") or {}
+    lbl = meta.get("labels") or {}
+    conds = {c.get("type"): c for c in status.get("conditions") or []}
+    sched = conds.get("PodScheduled") or {}
+    ready = conds.get("Ready") or {}
+    exit_code, message, finished = None, status.get("message") or "", None
+    for cs in status.get("containerStatuses") or []:
+        term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
+        if term:
+            exit_code = term.get("exitCode")
+            message = term.get("message") or term.get("reason") or message
+            finished = _time(term.get("finishedAt"))
+            break
+    return PodObs(
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        phase=status.get("phase") or "Pending",
+        role=lbl.get(labels.REPLICA_TYPE),
+        index=_int(lbl.get(labels.REPLICA_INDEX)),
+        restart=_int(lbl.get(labels.RESTART)),
+        deleting=bool(meta.get("deletionTimestamp")),
+        scheduled=sched.get("status") == "True" or bool((pod.get("spec") or {}).get("nodeName")),
+        unschedulable_message=(sched.get("message") or "") if sched.get("status") == "False" else "",
+        ready=ready.get("status") == "True",
+        exit_code=exit_code,
+        message=message.strip(),
+        finished_at=finished,
+    )
+
+
+def batch_job_obs(job: dict[str, Any]) -> BatchJobObs:
+    meta, status = job.get("metadata", {}), job.get("status") or {}
+    conds = {c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"}
+    failed = conds.get("Failed") or {}
+    return BatchJobObs(
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        complete="Complete" in conds,
+        failed=bool(failed),
+        message=" ".join(filter(None, (failed.get("reason"), failed.get("message")))),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def observe(pods: list[dict[str, Any]], export_job: dict[str, Any] | None, existing: set[str]) -> Observed:
+    """Split the job's pods (selected by ``tfps.dev/job-name``) into trainer and export pods."""
+    trainer, export = [], []
+    for raw in pods:
+        comp = ((raw.get("metadata") or {}).get("labels") or {}).get(labels.COMPONENT)
+        (export if comp == labels.EXPORT_COMPONENT else trainer).append(pod_obs(raw))
+    return Observed(
+        pods=tuple(trainer),
+        export_pods=tuple(export),
+        export_job=batch_job_obs(export_job) if export_job else None,
+        existing=frozenset(existing),
+    )

@@ -1,0 +1,74 @@
+"""What one reconciliation decided: the new status, the child changes, the Events, when to look again.
+
+The I/O layer (:mod:`tfps_operator.kube`) writes the status first (conditionally on the job's
+resourceVersion), then performs the actions in order, then posts the Events. Writing the status first
+makes every counted transition (a restart, a finish) durable before its side effects, so a crash in
+between is repaired by the next reconciliation instead of being counted twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..api.models import PSTrainingJobStatus
+
+
+@dataclass(frozen=True)
+class Create:
+    manifest: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        return f"{self.manifest['kind']}/{self.manifest['metadata']['name']}"
+
+
+@dataclass(frozen=True)
+class Delete:
+    kind: Literal["Pod", "Job"]
+    name: str
+    uid: str | None = None
+    """Precondition: delete only this incarnation (a same-name replacement is left alone)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+
+@dataclass(frozen=True)
+class DeleteOwner:
+    """Delete the PSTrainingJob itself (ttlSecondsAfterFinished); children go by garbage collection."""
+
+    uid: str | None
+
+
+Action = Create | Delete | DeleteOwner
+
+
+@dataclass(frozen=True)
+class Event:
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass
+class Plan:
+    status: PSTrainingJobStatus
+    actions: list[Action] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    requeue_after: float | None = None
+    """Seconds until the job must be looked at again without any event (deadline, TTL)."""
+    job_restarted: bool = False
+    recreated: list[str] = field(default_factory=list)
+    """Roles of pods recreated after a failure or loss (for the pod-restart metric)."""
+
+    def creates(self) -> list[Create]:
+        return [a for a in self.actions if isinstance(a, Create)]
+
+    def deletes(self) -> list[Delete]:
+        return [a for a in self.actions if isinstance(a, Delete)]
+
+    def requeue(self, seconds: float) -> None:
+        seconds = max(0.0, seconds)
+        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)

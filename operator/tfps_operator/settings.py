@@ -1,0 +1,110 @@
+"""Operator settings: command-line flags first, then ``TFPS_*`` environment variables, then defaults.
+
+:class:`BuildConfig` is the part the pure builders need (image, ports, who may reach the pods);
+:class:`OperatorSettings` adds how the process itself runs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+from tfps_trainer.config import DEFAULT_PROGRESS_PORT
+
+DEFAULT_TRAINER_IMAGE = "tfps-trainer:0.1.0"
+"""Matches ``trainerImage`` in charts/tfps-operator/values.yaml."""
+
+OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "tfps-operator", "app.kubernetes.io/component": "operator"}
+"""The labels the chart puts on the operator's pods (charts/tfps-operator/templates/_helpers.tpl)."""
+
+PREFIX = "tfps.dev"
+"""Finalizer and annotation prefix of everything the operator (and Kopf on its behalf) writes."""
+FINALIZER = f"{PREFIX}/finalizer"
+FIELD_MANAGER = "tfps-operator"
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """What the manifest builders need besides the job itself."""
+
+    default_image: str = DEFAULT_TRAINER_IMAGE
+    progress_port: int = DEFAULT_PROGRESS_PORT
+    operator_namespace_labels: Mapping[str, str] = field(default_factory=dict)
+    """namespaceSelector of the operator in the NetworkPolicy; empty = any namespace."""
+    operator_pod_labels: Mapping[str, str] = field(default_factory=lambda: dict(OPERATOR_POD_LABELS))
+    run_as_user: int = 1000
+    """Default uid/gid of trainer pods (the trainer image's non-root user)."""
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    namespaces: tuple[str, ...] = ()
+    """Namespaces to serve; empty = all namespaces."""
+    log_format: Literal["plain", "json"] = "plain"
+    health_port: int = 8080
+    metrics_port: int = 9090
+    bind_address: str = "127.0.0.1"
+    """Address of the health and metrics servers: 0.0.0.0 in a pod, loopback elsewhere."""
+    peering: str | None = None
+    peering_priority: int | None = None
+    kubeconfig: str | None = None
+    verbose: bool = False
+    resync_seconds: float = 60.0
+    """Every job is reconciled at least this often, even without events."""
+    retry_base_seconds: float = 1.0
+    retry_max_seconds: float = 300.0
+    """Backoff bounds when the API server refuses to create a child (quota, invalid template)."""
+    build: BuildConfig = field(default_factory=BuildConfig)
+
+
+def _labels(raw: str) -> dict[str, str]:
+    """``k=v,k2=v2`` -> dict; raises ValueError naming the bad item."""
+    out: dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in raw.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"bad label selector item {item!r}: expected key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v not in (None, "")), None)
+
+
+def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSettings:
+    """Settings from the parsed ``tfps operator`` arguments and the environment."""
+    env = os.environ if environ is None else environ
+    in_cluster = bool(env.get("KUBERNETES_SERVICE_HOST"))
+    namespaces = tuple(getattr(args, "namespace", None) or
+                       [n.strip() for n in env.get("TFPS_NAMESPACES", "").split(",") if n.strip()])
+    operator_ns = env.get("TFPS_OPERATOR_NAMESPACE")
+    ns_labels = (_labels(env["TFPS_OPERATOR_NAMESPACE_LABELS"]) if "TFPS_OPERATOR_NAMESPACE_LABELS" in env
+                 else {"kubernetes.io/metadata.name": operator_ns} if operator_ns else {})
+    pod_labels = (_labels(env["TFPS_OPERATOR_POD_LABELS"]) if "TFPS_OPERATOR_POD_LABELS" in env
+                  else dict(OPERATOR_POD_LABELS))
+    log_format = _first(getattr(args, "log_format", None), env.get("TFPS_LOG_FORMAT"), "plain")
+    if log_format not in ("plain", "json"):
+        raise ValueError(f"TFPS_LOG_FORMAT: must be plain or json, not {log_format!r}")
+    priority = env.get("TFPS_PEERING_PRIORITY")
+    return OperatorSettings(
+        namespaces=namespaces,
+        log_format=log_format,
+        health_port=int(_first(getattr(args, "health_port", None), env.get("TFPS_HEALTH_PORT"), 8080)),
+        metrics_port=int(_first(getattr(args, "metrics_port", None), env.get("TFPS_METRICS_PORT"), 9090)),
+        bind_address=_first(env.get("TFPS_BIND_ADDRESS"), "0.0.0.0" if in_cluster else "127.0.0.1"),
+        peering=_first(getattr(args, "peering", None), env.get("TFPS_PEERING")),
+        peering_priority=int(priority) if priority else None,
+        kubeconfig=_first(getattr(args, "kubeconfig", None), env.get("KUBECONFIG")),
+        verbose=bool(getattr(args, "verbose", False)) or env.get("TFPS_VERBOSE", "") in ("1", "true"),
+        resync_seconds=float(env.get("TFPS_RESYNC_SECONDS", 60)),
+        retry_base_seconds=float(env.get("TFPS_RETRY_BASE_SECONDS", 1)),
+        retry_max_seconds=float(env.get("TFPS_RETRY_MAX_SECONDS", 300)),
+        build=BuildConfig(
+            default_image=_first(getattr(args, "default_image", None), env.get("TFPS_DEFAULT_IMAGE"), DEFAULT_TRAINER_IMAGE),
+            progress_port=int(env.get("TFPS_PROGRESS_PORT", DEFAULT_PROGRESS_PORT)),
+            operator_namespace_labels=ns_labels,
+            operator_pod_labels=pod_labels,
+        ),
+    )
