@@ -110,8 +110,9 @@ class ObjectMetaOverride(_Model):
 
 
 class EnvVar(TypedDict, total=False):
-    """A container environment variable (core/v1 EnvVar). The Python value stays a plain dict with
-    the wire (camelCase) keys, ready to go into a Pod."""
+    """A container environment variable (core/v1 EnvVar): name and value, or valueFrom."""
+
+    # In Python an EnvVar stays a plain dict with the wire (camelCase) keys, ready to go into a Pod.
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
 

@@ -74,6 +74,8 @@ def validate_job(obj: dict[str, Any], old: dict[str, Any] | None = None) -> PSTr
 def _path(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
+        if part == "[key]":  # a dict key that is not allowed: the key itself is the field
+            continue
         if isinstance(part, int):
             out += f"[{part}]"
         else:
@@ -108,9 +110,9 @@ def _field_error(err: Any) -> FieldError:
     if kind in _MESSAGES:
         msg = _MESSAGES[kind]
     elif kind == "greater_than_equal":
-        msg = f"must be ≥ {ctx['ge']}"
+        msg = f"must be ≥ {ctx['ge']:g}"
     elif kind == "less_than_equal":
-        msg = f"must be ≤ {ctx['le']}"
+        msg = f"must be ≤ {ctx['le']:g}"
     elif kind == "literal_error":
         msg = f"must be one of {ctx['expected']}"
     elif kind == "string_pattern_mismatch":
@@ -120,9 +122,9 @@ def _field_error(err: Any) -> FieldError:
     elif kind == "string_too_short":
         msg = f"must be at least {ctx['min_length']} characters"
     elif kind == "too_long":
-        msg = f"must have at most {ctx['max_length']} items"
+        msg = f"must have at most {ctx['max_length']} item(s)"
     elif kind == "too_short":
-        msg = f"must have at least {ctx['min_length']} items"
+        msg = f"must have at least {ctx['min_length']} item(s)"
     else:
         msg = err["msg"]
     return FieldError(_path(err["loc"]), msg)

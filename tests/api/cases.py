@@ -1,0 +1,152 @@
+"""The table of invalid PSTrainingJobs: one source for the pure client-side tests and the tests
+against the real API server. Each case names the wire path that the error must mention."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Callable
+
+API_VERSION = "tfps.dev/v1alpha1"
+
+
+def base_job(name: str = "job") -> dict[str, Any]:
+    """A small valid job: only what is required, plus a worker count."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "PSTrainingJob",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"module": "tfps_trainer.examples.linear"},
+            "replicas": {"worker": {"replicas": 2}},
+            "training": {"steps": 300},
+        },
+    }
+
+
+def _set(path: str, value: Any) -> Callable[[dict], None]:
+    """Mutation: set a dotted path (creating dicts on the way)."""
+    keys = path.split(".")
+
+    def apply(obj: dict) -> None:
+        node = obj
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node[keys[-1]] = value
+
+    return apply
+
+
+def _del(path: str) -> Callable[[dict], None]:
+    keys = path.split(".")
+
+    def apply(obj: dict) -> None:
+        node = obj
+        for k in keys[:-1]:
+            node = node[k]
+        del node[keys[-1]]
+
+    return apply
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    mutations: tuple[Callable[[dict], None], ...]
+    path: str
+    """Wire path the error must name (the API server's message contains it; tfps validate reports it)."""
+    why: str = ""
+
+    def manifest(self, name: str = "job") -> dict[str, Any]:
+        obj = copy.deepcopy(base_job(name))
+        for mutate in self.mutations:
+            mutate(obj)
+        return obj
+
+
+def case(id: str, path: str, *mutations: Callable[[dict], None], why: str = "") -> Case:
+    return Case(id, mutations, path, why)
+
+
+W = "spec.replicas.worker"
+WT = f"{W}.template.spec"
+
+INVALID: list[Case] = [
+    # required fields
+    case("missing-spec", "spec", _del("spec")),
+    case("missing-model", "spec.model", _del("spec.model")),
+    case("missing-model-module", "spec.model.module", _set("spec.model", {"args": {}})),
+    case("missing-training-steps", "spec.training.steps", _set("spec.training", {"batchSize": 8})),
+    case("env-missing-name", f"{WT}.env[0].name", _set(f"{WT}.env", [{"value": "x"}])),
+    # types
+    case("steps-string", "spec.training.steps", _set("spec.training.steps", "300")),
+    case("module-int", "spec.model.module", _set("spec.model.module", 123)),
+    case("args-list", "spec.model.args", _set("spec.model.args", [1, 2])),
+    case("image-list", "spec.image", _set("spec.image", ["a", "b"])),
+    case("check-numerics-string", "spec.training.checkNumerics", _set("spec.training.checkNumerics", "yes")),
+    case("suspend-string", "spec.runPolicy.suspend", _set("spec.runPolicy.suspend", "no")),
+    case("cpu-float", f"{W}.resources.requests.cpu", _set(f"{W}.resources", {"requests": {"cpu": 0.5}}),
+         why="quantities are int-or-string on the wire"),
+    # patterns and lengths
+    case("module-pattern", "spec.model.module", _set("spec.model.module", "1bad-module")),
+    case("name-too-long", "metadata.name", _set("metadata.name", "j" * 50),
+         why="<job>-evaluator-<index> must fit 63 characters"),
+    case("name-not-dns1035", "metadata.name", _set("metadata.name", "9lives"),
+         why="the job name is also a Service name (DNS-1035 label)"),
+    case("cpu-garbage", f"{W}.resources.limits.cpu", _set(f"{W}.resources", {"limits": {"cpu": "lots"}})),
+    case("template-memory-negative", f"{WT}.resources.limits.memory",
+         _set(f"{WT}.resources", {"limits": {"memory": "-1Gi"}})),
+    case("env-name-pattern", f"{WT}.env[0].name", _set(f"{WT}.env", [{"name": "1 bad", "value": "x"}])),
+    case("mount-path-relative", "spec.storage.mountPath", _set("spec.storage.mountPath", "data")),
+    case("pvc-size-pattern", "spec.storage.volumeClaimTemplate.size",
+         _set("spec.storage", {"volumeClaimTemplate": {"size": "10 GB"}})),
+    # ranges
+    case("steps-zero", "spec.training.steps", _set("spec.training.steps", 0)),
+    case("batch-size-negative", "spec.training.batchSize", _set("spec.training.batchSize", -1)),
+    case("port-privileged", "spec.training.port", _set("spec.training.port", 80)),
+    case("keep-zero", "spec.training.checkpoint.keep", _set("spec.training.checkpoint", {"everySteps": 10, "keep": 0})),
+    case("every-steps-zero", "spec.training.checkpoint.everySteps", _set("spec.training.checkpoint", {"everySteps": 0})),
+    case("max-shards-zero", "spec.training.variablePartitioner.maxShards",
+         _set("spec.training.variablePartitioner", {"maxShards": 0})),
+    case("workers-too-many", f"{W}.replicas", _set(f"{W}.replicas", 1001)),
+    case("opset-too-old", "spec.export.onnx.opset", _set("spec.export.onnx", {"opset": 8})),
+    case("verify-samples-zero", "spec.export.verify.samples", _set("spec.export.verify", {"samples": 0})),
+    case("tolerance-negative", "spec.export.verify.tolerances.tflite.maxAbs",
+         _set("spec.export.verify", {"tolerances": {"tflite": {"maxAbs": -1.0}}})),
+    case("backoff-negative", "spec.runPolicy.backoffLimit", _set("spec.runPolicy.backoffLimit", -1)),
+    case("deadline-zero", "spec.runPolicy.activeDeadlineSeconds", _set("spec.runPolicy.activeDeadlineSeconds", 0)),
+    case("formats-empty", "spec.export.formats", _set("spec.export.formats", [])),
+    # enums
+    case("restart-policy-always", f"{W}.restartPolicy", _set(f"{W}.restartPolicy", "Always")),
+    case("clean-pod-policy", "spec.runPolicy.cleanPodPolicy", _set("spec.runPolicy.cleanPodPolicy", "Sometimes")),
+    case("format-unknown", "spec.export.formats[1]", _set("spec.export.formats", ["savedmodel", "pdf"])),
+    case("quantization-int4", "spec.export.tflite.quantization", _set("spec.export.tflite", {"quantization": "int4"})),
+    case("access-mode-unknown", "spec.storage.volumeClaimTemplate.accessModes[0]",
+         _set("spec.storage", {"volumeClaimTemplate": {"accessModes": ["ReadWriteSometimes"]}})),
+    # cross-field rules (CEL)
+    case("two-chiefs", "spec.replicas.chief.replicas", _set("spec.replicas.chief", {"replicas": 2})),
+    case("no-chief", "spec.replicas.chief.replicas", _set("spec.replicas.chief", {"replicas": 0})),
+    case("no-ps", "spec.replicas.ps.replicas", _set("spec.replicas.ps", {"replicas": 0})),
+    case("no-workers", f"{W}.replicas", _set(f"{W}.replicas", 0)),
+    case("two-evaluators", "spec.replicas.evaluator.replicas", _set("spec.replicas.evaluator", {"replicas": 2})),
+    case("no-checkpoint-trigger", "spec.training.checkpoint", _set("spec.training.checkpoint", {"keep": 2})),
+    case("evaluator-without-checkpoints", "spec.training.checkpoint",
+         _set("spec.replicas.evaluator", {"replicas": 1}), _set("spec.training.checkpoint", {"everySteps": 300}),
+         why="the only checkpoint would be the final one"),
+    case("int8-without-calibration", "spec.export.tflite.calibrationSamples",
+         _set("spec.export.tflite", {"quantization": "int8"})),
+    case("format-repeated", "spec.export.formats", _set("spec.export.formats", ["onnx", "onnx"])),
+    case("storage-both", "spec.storage",
+         _set("spec.storage", {"claimName": "data", "volumeClaimTemplate": {"size": "1Gi"}})),
+    case("storage-neither", "spec.storage", _set("spec.storage", {"mountPath": "/data"})),
+    case("env-tf-config", "spec.replicas.ps.template.spec.env",
+         _set("spec.replicas.ps.template.spec.env", [{"name": "TF_CONFIG", "value": "{}"}])),
+    case("env-tfps-prefix", f"{WT}.env", _set(f"{WT}.env", [{"name": "OK", "value": "1"}, {"name": "TFPS_JOB", "value": "{}"}])),
+    # unknown fields: rejected with strict field validation (kubectl's default), pruned otherwise
+    case("unknown-spec-field", "spec.foo", _set("spec.foo", 1)),
+    case("typo-template", f"{W}.templat", _set(f"{W}.templat", {})),
+    case("tolerance-unknown-format", "spec.export.verify.tolerances.pdf",
+         _set("spec.export.verify", {"tolerances": {"pdf": {"maxAbs": 1.0}}})),
+]
+
+assert len({c.id for c in INVALID}) == len(INVALID), "case ids must be unique"

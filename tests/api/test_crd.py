@@ -1,0 +1,146 @@
+"""The generated CRD: current, structural, and faithful to the models (pure, no cluster)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import celpy
+import pytest
+import yaml
+
+from tfps_operator.api import models as m
+from tfps_operator.api.crd import CRD_FILE, crd, crd_yaml, openapi_schema
+from tfps_operator.build import names
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _nodes(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    yield path, schema
+    for key, sub in (schema.get("properties") or {}).items():
+        yield from _nodes(sub, f"{path}.{key}")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _nodes(schema["additionalProperties"], f"{path}.*")
+    if "items" in schema:
+        yield from _nodes(schema["items"], f"{path}[]")
+
+
+def test_committed_crd_is_current() -> None:
+    committed = (REPO / CRD_FILE).read_text(encoding="utf-8")
+    assert committed == crd_yaml(), f"{CRD_FILE} is stale: run `make crd` (tfps crd -o {CRD_FILE})"
+
+
+def test_tfps_crd_prints_the_crd(tmp_path: Path) -> None:
+    from tfps_operator.cli import main
+
+    out = tmp_path / "crd.yaml"
+    assert main(["crd", "-o", str(out)]) == 0
+    assert yaml.safe_load(out.read_text()) == crd()
+
+
+def test_names_printer_columns_and_status_subresource() -> None:
+    spec = crd()["spec"]
+    assert spec["names"]["shortNames"] == ["psjob", "psjobs"] and spec["names"]["categories"] == ["tfps"]
+    (version,) = spec["versions"]
+    assert version["subresources"] == {"status": {}}
+    cols = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert cols == {"Phase": ".status.phase", "Step": ".status.checkpoint.step",
+                    "Workers": ".status.workers", "Age": ".metadata.creationTimestamp"}
+
+
+def test_schema_is_structural() -> None:
+    """Every node typed (or int-or-string / preserve-unknown-fields), no refs, no nullable, no
+    properties beside additionalProperties, no JSON-schema-only keywords."""
+    allowed = {"description", "type", "format", "enum", "default", "minimum", "maximum", "minLength",
+               "maxLength", "pattern", "minItems", "maxItems", "properties", "additionalProperties",
+               "items", "required", "anyOf", "x-kubernetes-int-or-string",
+               "x-kubernetes-preserve-unknown-fields", "x-kubernetes-validations"}
+    for path, node in _nodes(openapi_schema()):
+        assert set(node) <= allowed, (path, set(node) - allowed)
+        if node.get("x-kubernetes-int-or-string"):
+            assert "type" not in node and [b["type"] for b in node["anyOf"]] == ["integer", "string"], path
+            continue
+        assert node.get("type") in {"object", "array", "string", "integer", "number", "boolean"}, path
+        assert "anyOf" not in node, path
+        assert not ("properties" in node and "additionalProperties" in node), path
+        if node["type"] == "object" and "properties" not in node and "additionalProperties" not in node:
+            assert node.get("x-kubernetes-preserve-unknown-fields") is True, path
+
+
+def test_descriptions_for_kubectl_explain() -> None:
+    schema = openapi_schema()
+    spec = schema["properties"]["spec"]
+    assert "parameter-server" in schema["description"]
+    export = spec["properties"]["export"]
+    assert "verified" in export["description"].lower()
+    for key, sub in export["properties"].items():
+        assert sub.get("description"), f"spec.export.{key} has no description"
+    for key, sub in spec["properties"].items():
+        assert sub.get("description"), f"spec.{key} has no description"
+    assert "\n" not in spec["description"]
+
+
+def test_defaults_enums_and_ranges_come_from_the_models() -> None:
+    spec = openapi_schema()["properties"]["spec"]["properties"]
+    assert spec["runPolicy"]["properties"]["cleanPodPolicy"]["default"] == "Running"
+    assert spec["runPolicy"]["properties"]["cleanPodPolicy"]["enum"] == ["All", "Running", "None"]
+    assert spec["training"]["properties"]["port"]["default"] == 2222
+    assert spec["training"]["properties"]["checkpoint"]["default"] == {"everySteps": 100, "keep": 3}
+    assert spec["replicas"]["properties"]["evaluator"]["default"]["replicas"] == 0
+    assert spec["replicas"]["properties"]["worker"]["properties"]["replicas"]["maximum"] == 1000
+    assert spec["storage"]["default"]["volumeClaimTemplate"]["size"] == "10Gi"
+    assert spec["training"]["required"] == ["steps"]
+    # dict[Literal, X] became fixed properties; free-form dicts preserve unknown fields
+    tol = spec["export"]["properties"]["verify"]["properties"]["tolerances"]
+    assert set(tol["properties"]) == {"savedmodel", "tflite", "onnx"}
+    assert spec["model"]["properties"]["args"]["x-kubernetes-preserve-unknown-fields"] is True
+
+
+def test_every_default_is_a_valid_value_of_its_model() -> None:
+    """A default written in the CRD parses as the model would default it (no drift)."""
+    job = m.PSTrainingJob.model_validate({"metadata": {"name": "x"}, "spec": {"model": {"module": "a"}, "training": {"steps": 1}}})
+    wire = job.to_wire()["spec"]
+    spec = openapi_schema()["properties"]["spec"]["properties"]
+    for key in ("replicas", "storage", "export", "runPolicy"):
+        if "default" in spec[key]:
+            assert {**spec[key]["default"]} == {k: v for k, v in wire[key].items() if k in spec[key]["default"]}, key
+
+
+def test_job_name_limit_matches_the_builders() -> None:
+    assert m.MAX_JOB_NAME == names.MAX_JOB_NAME
+    name = "j" * m.MAX_JOB_NAME
+    assert len(names.pod_name(name, "evaluator", 999)) == 63
+    meta = openapi_schema()["properties"]["metadata"]
+    assert meta == {"type": "object", "properties": {"name": meta["properties"]["name"]}}
+    assert meta["properties"]["name"]["maxLength"] == m.MAX_JOB_NAME
+
+
+def _rules() -> list[tuple[str, dict[str, str]]]:
+    return [(p, r) for p, node in _nodes(openapi_schema()) for r in node.get("x-kubernetes-validations", [])]
+
+
+def test_cel_rules_are_in_the_crd_and_compile() -> None:
+    rules = _rules()
+    assert len(rules) >= 10
+    env = celpy.Environment()
+    for path, rule in rules:
+        env.compile(rule["rule"])
+        assert rule["message"], path
+    where = {p for p, _ in rules}
+    assert {"", ".spec", ".spec.replicas", ".spec.storage", ".spec.training.checkpoint",
+            ".spec.export.tflite"} <= where
+    transition = [r for p, r in rules if "oldSelf" in r["rule"]]
+    assert len(transition) == 1 and transition[0]["fieldPath"] == ".spec.replicas"
+
+
+def test_gt_is_refused_by_the_generator() -> None:
+    from pydantic import BaseModel, Field
+
+    from tfps_operator.api.crd import SchemaError, _structural
+
+    class M(BaseModel):
+        x: int = Field(gt=0)
+
+    with pytest.raises(SchemaError, match="ge/le"):
+        _structural(M.model_json_schema(), {}, "")

@@ -1,0 +1,187 @@
+"""Client-side validation (validate_job, tfps validate) with the table of invalid manifests (pure)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tfps_operator.api.models import PSTrainingJob
+from tfps_operator.api.validate import JobValidationError, validate_job
+from tfps_operator.cli import main as tfps
+
+from .cases import INVALID, Case, base_job
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+
+
+def test_there_are_at_least_30_distinct_invalid_cases() -> None:
+    assert len(INVALID) >= 30
+    manifests = [yaml.safe_dump(c.manifest(), sort_keys=True) for c in INVALID]
+    assert len(set(manifests)) == len(manifests)
+
+
+def test_base_job_is_valid() -> None:
+    job = validate_job(base_job())
+    assert job.spec.replicas.worker.replicas == 2
+
+
+@pytest.mark.parametrize("case", INVALID, ids=lambda c: c.id)
+def test_invalid_manifest_is_rejected_naming_the_field(case: Case) -> None:
+    with pytest.raises(JobValidationError) as info:
+        validate_job(case.manifest())
+    paths = [e.path for e in info.value.errors]
+    assert case.path in paths, f"{case.id}: expected an error at {case.path}, got {info.value}"
+
+
+def test_messages_read_like_the_api_servers() -> None:
+    def errors(c: str) -> list[str]:
+        (case,) = [x for x in INVALID if x.id == c]
+        with pytest.raises(JobValidationError) as info:
+            validate_job(case.manifest())
+        return [str(e) for e in info.value.errors]
+
+    assert errors("no-ps") == ["spec.replicas.ps.replicas: must be ≥ 1: a job needs a parameter server"]
+    assert errors("steps-zero") == ["spec.training.steps: must be ≥ 1"]
+    assert errors("missing-model-module") == ["spec.model.module: Required value"]
+    assert errors("unknown-spec-field") == ["spec.foo: unknown field"]
+    assert errors("clean-pod-policy") == ["spec.runPolicy.cleanPodPolicy: must be one of 'All', 'Running' or 'None'"]
+
+
+def test_parsing_is_strict_like_the_api_server() -> None:
+    for path, value in [(("training", "steps"), "300"), (("training", "checkNumerics"), 1), (("training", "steps"), 3.5)]:
+        obj = base_job()
+        obj["spec"][path[0]][path[1]] = value
+        with pytest.raises(JobValidationError, match="spec.training"):
+            validate_job(obj)
+
+
+@pytest.mark.parametrize("value", [0, 4, "500m", "1.5", "4Gi", "1e3", "+2"])
+def test_quantities_int_or_string(value: object) -> None:
+    obj = base_job()
+    obj["spec"]["replicas"]["worker"]["resources"] = {"limits": {"cpu": value}}
+    assert validate_job(obj).spec.replicas.worker.resources.limits["cpu"] == value
+
+
+@pytest.mark.parametrize("value", [0.5, -1, "-1", "1 Gi", "lots", True, None])
+def test_quantities_rejected(value: object) -> None:
+    obj = base_job()
+    obj["spec"]["replicas"]["worker"]["resources"] = {"limits": {"cpu": value}}
+    with pytest.raises(JobValidationError, match=r"spec.replicas.worker.resources.limits.cpu: must be a resource quantity"):
+        validate_job(obj)
+
+
+def test_defaults() -> None:
+    job = validate_job(base_job())
+    s = job.spec
+    assert s.replicas.chief.replicas == 1 and s.replicas.ps.replicas == 1 and s.replicas.evaluator.replicas == 0
+    assert s.training.checkpoint.every_steps == 100 and s.training.port == 2222
+    assert s.run_policy.clean_pod_policy == "Running" and s.run_policy.backoff_limit == 3
+    assert s.export.formats == ["savedmodel", "tflite", "onnx"] and s.export.tflite.quantization == "none"
+    assert s.storage.volume_claim_template is not None and s.storage.claim_name is None
+    assert s.storage.mount_path == "/tfps"
+
+
+def test_env_stays_plain_dicts() -> None:
+    obj = base_job()
+    env = [{"name": "A", "value": "1"}, {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    obj["spec"]["replicas"]["worker"]["template"] = {"spec": {"env": env}}
+    job = validate_job(obj)
+    assert job.spec.replicas.worker.template.spec.env == env
+    assert job.to_wire()["spec"]["replicas"]["worker"]["template"]["spec"]["env"] == env
+
+
+def _started(obj: dict) -> dict:
+    old = copy.deepcopy(obj)
+    old["status"] = {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}
+    return old
+
+
+def test_replica_counts_are_immutable_once_started() -> None:
+    old = base_job()
+    new = copy.deepcopy(old)
+    new["spec"]["replicas"]["worker"]["replicas"] = 3
+    validate_job(new, old=old)  # not started: scaling before start is fine
+    with pytest.raises(JobValidationError, match=r"^spec.replicas: replica counts are immutable"):
+        validate_job(new, old=_started(old))
+    other = copy.deepcopy(old)
+    other["spec"]["training"]["steps"] = 600  # other fields stay mutable
+    validate_job(other, old=_started(old))
+    same = copy.deepcopy(old)
+    same["spec"]["replicas"]["worker"]["restartPolicy"] = "Never"
+    validate_job(same, old=_started(old))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_are_valid(path: Path) -> None:
+    for doc in yaml.safe_load_all(path.read_text()):
+        job = validate_job(doc)
+        assert job.metadata.name == path.stem
+
+
+def test_quickstart_shape() -> None:
+    job = validate_job(yaml.safe_load((REPO / "examples" / "quickstart.yaml").read_text()))
+    s = job.spec
+    assert s.model.module == "tfps_trainer.examples.linear"
+    assert (s.replicas.chief.replicas, s.replicas.ps.replicas, s.replicas.worker.replicas) == (1, 1, 2)
+    assert s.training.steps == 300 and s.training.checkpoint.every_steps == 100
+    assert sorted(s.export.formats) == ["onnx", "savedmodel", "tflite"]
+
+
+def test_wide_deep_shape() -> None:
+    job = validate_job(yaml.safe_load((REPO / "examples" / "wide-deep.yaml").read_text()))
+    s = job.spec
+    assert s.model.module == "tfps_trainer.examples.wide_deep"
+    assert s.replicas.ps.replicas == 2
+    assert s.training.variable_partitioner is not None and s.training.variable_partitioner.max_shards == 2
+
+
+def test_round_trip_wire_model_wire() -> None:
+    """to_wire() of a parsed job parses back to an equal job (the client half of the round trip)."""
+    from .full_job import full_job
+
+    job = full_job()
+    assert PSTrainingJob.model_validate(job.to_wire()) == job
+    assert validate_job(job.to_wire()) == job
+
+
+# --- the command -------------------------------------------------------------------------------------
+
+def test_cli_ok_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(base_job()))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(next(c for c in INVALID if c.id == "no-ps").manifest()))
+    assert tfps(["validate", str(good)]) == 0
+    assert capsys.readouterr().out == f"{good}: OK\n"
+    assert tfps(["validate", str(good), str(bad)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"{good}: OK", f"{bad}: spec.replicas.ps.replicas: must be ≥ 1: a job needs a parameter server"]
+
+
+def test_cli_multi_document_and_other_kinds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "jobs.yaml"
+    bad = base_job("b")
+    bad["spec"]["training"]["steps"] = 0
+    f.write_text(yaml.safe_dump_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}, base_job("a"), bad]))
+    assert tfps(["validate", str(f)]) == 1
+    assert capsys.readouterr().out.splitlines() == [f"{f} (a): OK", f"{f} (b): spec.training.steps: must be ≥ 1"]
+
+
+def test_cli_unreadable_and_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert tfps(["validate", str(empty), str(tmp_path / "missing.yaml")]) == 1
+    captured = capsys.readouterr()
+    assert f"{empty}: no PSTrainingJob document found" in captured.out
+    assert "missing.yaml: cannot read" in captured.err
+
+
+def test_cli_broken_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "broken.yaml"
+    f.write_text("spec: [unclosed\n")
+    assert tfps(["validate", str(f)]) == 1
+    assert "not valid YAML" in capsys.readouterr().out

@@ -1,0 +1,1 @@
+"""Helpers shared by test tiers (not fixtures: plain functions any conftest can call)."""

@@ -1,0 +1,58 @@
+"""Install the generated PSTrainingJob CRD into a real API server, idempotently.
+
+``install_crd(kubeconfig)`` server-side-applies ``crds/pstrainingjobs.tfps.dev.yaml`` (the committed
+file, which a unit test keeps equal to ``tfps crd``) with its own field manager, forcing conflicts,
+then waits until the CRD is Established and the resource is served. Safe to call from several test
+modules and sessions: an unchanged CRD is a no-op apply; a changed one is updated in place. The CRD
+is cluster-scoped and never deleted here (deleting it would delete every test's jobs).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_PATH = REPO / "crds" / "pstrainingjobs.tfps.dev.yaml"
+FIELD_MANAGER = "tfps-tests"
+
+
+def crd_manifest() -> dict[str, Any]:
+    return yaml.safe_load(CRD_PATH.read_text(encoding="utf-8"))
+
+
+def install_crd(kubeconfig: str, timeout: float = 60) -> dict[str, Any]:
+    """Apply the CRD and wait until PSTrainingJobs can be created. Returns the stored CRD."""
+    from kubernetes import client, config
+    from kubernetes.client.rest import ApiException
+
+    manifest = crd_manifest()
+    name = manifest["metadata"]["name"]
+    api_client = config.new_client_from_config(config_file=kubeconfig)
+    try:
+        ext = client.ApiextensionsV1Api(api_client)
+        ext.patch_custom_resource_definition(
+            name, manifest, field_manager=FIELD_MANAGER, force=True,
+            _content_type="application/apply-patch+yaml",
+        )
+        group, version = manifest["spec"]["group"], manifest["spec"]["versions"][0]["name"]
+        plural = manifest["spec"]["names"]["plural"]
+        deadline = time.monotonic() + timeout
+        while True:
+            crd = api_client.sanitize_for_serialization(ext.read_custom_resource_definition(name))
+            conds = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
+            if conds.get("Established") == "True" and conds.get("NamesAccepted") == "True":
+                try:  # served? (discovery can lag Established by a moment)
+                    client.CustomObjectsApi(api_client).list_cluster_custom_object(group, version, plural, limit=1)
+                    return crd
+                except ApiException as e:
+                    if e.status != 404:
+                        raise
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRD {name} not established after {timeout}s: conditions {conds}")
+            time.sleep(0.2)
+    finally:
+        api_client.close()
