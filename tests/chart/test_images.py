@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -185,14 +186,20 @@ def test_dockerfile_hardening(dockerfile: Path):
     assert _pyproject()["project"]["requires-python"] == ">=3.11"
     froms = [rest for op, rest in ins if op == "FROM"]
     assert froms and all(f.split()[0] == "${PYTHON_IMAGE}" for f in froms), froms
-    # The final stage runs as a numeric non-root user (so runAsNonRoot can verify it), the one the
-    # chart's podSecurityContext names.
+    # The final stage runs as a numeric non-root user (so runAsNonRoot can verify it): for the
+    # operator the one the chart's podSecurityContext names, for the trainer the one the operator
+    # puts in trainer pods.
     users = [rest for op, rest in ins if op == "USER"]
     assert users, "no USER: the image would run as root"
     uid = users[-1].split(":")[0]
     assert uid.isdigit() and int(uid) != 0
-    chart_values = (ROOT / "charts" / "tfps-operator" / "values.yaml").read_text()
-    assert f"runAsUser: {uid}" in chart_values
+    if dockerfile == OPERATOR_DOCKERFILE:
+        chart_values = yaml.safe_load((ROOT / "charts" / "tfps-operator" / "values.yaml").read_text())
+        assert chart_values["podSecurityContext"]["runAsUser"] == int(uid)
+    else:
+        from tfps_operator.settings import BuildConfig
+
+        assert BuildConfig().run_as_user == int(uid)
     # Read-only root friendly: no bytecode writes, HOME on the writable /tmp volume.
     env = " ".join(rest for op, rest in ins if op == "ENV")
     assert "PYTHONDONTWRITEBYTECODE=1" in env and "HOME=/tmp" in env
