@@ -1,0 +1,409 @@
+"""Every transition of the PSTrainingJob state machine, named after the situation it handles."""
+
+from __future__ import annotations
+
+import json
+
+from _operator_helpers import (CFG, T0, UID, all_pods, batch_job, export_pod, later, make_job, observed, pod,
+                               status)
+from tfps_operator.reconcile import conditions as C
+from tfps_operator.reconcile.machine import creation_failed, invalid_spec, reconcile
+from tfps_operator.reconcile.plan import Create, Delete, DeleteOwner
+
+
+def created_names(plan):
+    return [a.manifest["metadata"]["name"] for a in plan.creates()]
+
+
+def deleted_names(plan):
+    return sorted(a.name for a in plan.deletes())
+
+
+def cond(plan, type_):
+    c = C.get(plan.status, type_)
+    return (c.status, c.reason) if c else None
+
+
+def reasons(plan):
+    return [e.reason for e in plan.events]
+
+
+RUNNING = dict(phase="Running", startTime=T0.isoformat())
+
+
+# --- start ----------------------------------------------------------------------------------------
+
+def test_new_job_creates_infra_then_every_pod_and_is_pending():
+    job = make_job(ps=2, workers=2)
+    plan = reconcile(job, status(), observed(job, existing=set()), T0, CFG)
+    assert created_names(plan) == ["mnist-storage", "mnist", "mnist", "mnist-chief-0", "mnist-ps-0", "mnist-ps-1",
+                                   "mnist-worker-0", "mnist-worker-1"]
+    assert [a.manifest["kind"] for a in plan.creates()][:3] == ["PersistentVolumeClaim", "Service", "NetworkPolicy"]
+    assert plan.status.phase == "Pending"
+    assert plan.status.start_time == T0
+    assert plan.status.observed_generation == 1
+    assert "Accepted" in reasons(plan)
+
+
+def test_pvc_is_created_before_pods_when_the_job_asks_for_one():
+    job = make_job(storage={"volumeClaimTemplate": {"size": "1Gi"}})
+    plan = reconcile(job, status(), observed(job, existing=set()), T0, CFG)
+    assert plan.creates()[0].manifest["kind"] == "PersistentVolumeClaim"
+
+
+def test_reconciling_again_with_everything_present_creates_nothing():
+    job = make_job()
+    plan = reconcile(job, status(**RUNNING), observed(job, all_pods(job)), later(5), CFG)
+    assert plan.actions == []
+    assert plan.events == []
+
+
+def test_pods_created_but_not_all_scheduled_stay_pending_with_the_scheduler_message():
+    job = make_job(ps=1, workers=1)
+    pods = [pod(job, "chief", 0, "Pending", scheduled=False, unschedulable="0/3 nodes are available: insufficient cpu"),
+            pod(job, "ps", 0, "Running"), pod(job, "worker", 0, "Pending")]
+    plan = reconcile(job, status(phase="Pending"), observed(job, pods), T0, CFG)
+    assert plan.status.phase == "Pending"
+    assert cond(plan, C.SCHEDULED) == ("False", "Unschedulable")
+    assert "insufficient cpu" in C.get(plan.status, C.SCHEDULED).message
+
+
+def test_all_scheduled_but_not_running_is_pending_then_running_when_all_run():
+    job = make_job(ps=1, workers=1)
+    plan = reconcile(job, status(phase="Pending"), observed(job, all_pods(job, "Pending")), T0, CFG)
+    assert plan.status.phase == "Pending"
+    assert cond(plan, C.SCHEDULED) == ("True", "AllPodsScheduled")
+    plan = reconcile(job, plan.status, observed(job, all_pods(job, "Running")), later(1), CFG)
+    assert plan.status.phase == "Running"
+    assert cond(plan, C.RUNNING) == ("True", "AllReplicasRunning")
+    assert "Running" in reasons(plan)
+    assert plan.status.replica_statuses["worker"].ready == 1
+    assert plan.status.workers == "1/1"
+
+
+def test_conditions_carry_observed_generation_and_keep_transition_time_while_unchanged():
+    job = make_job(ps=1, workers=1)
+    first = reconcile(job, status(phase="Pending"), observed(job, all_pods(job)), T0, CFG)
+    again = reconcile(job, first.status, observed(job, all_pods(job)), later(30), CFG)
+    c = C.get(again.status, C.RUNNING)
+    assert c.observed_generation == 1
+    assert c.last_transition_time == T0
+
+
+# --- worker failures ------------------------------------------------------------------------------
+
+def test_worker_failed_is_deleted_and_ps_untouched_and_no_restart_counted():
+    job = make_job(ps=2, workers=3)
+    pods = all_pods(job)
+    pods[4] = pod(job, "worker", 1, "Failed", exit_code=1, message="OOM in step 40")
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
+    assert [(a.kind, a.name, a.uid) for a in plan.deletes()] == [("Pod", "mnist-worker-1", "uid-mnist-worker-1-0")]
+    assert plan.creates() == []
+    assert plan.status.restarts == 0
+    assert plan.status.phase == "Running"
+    assert "WorkerRestarted" in reasons(plan)
+
+
+def test_worker_gone_after_failure_is_recreated_with_the_same_name_while_training_goes_on():
+    job = make_job(ps=2, workers=3)
+    pods = [p for p in all_pods(job) if p["metadata"]["name"] != "mnist-worker-1"]
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
+    assert created_names(plan) == ["mnist-worker-1"]
+    assert plan.deletes() == []
+    assert plan.status.phase == "Running" and plan.status.restarts == 0
+    assert plan.recreated == ["worker"]
+    assert "ReplicaRecreated" in reasons(plan)
+
+
+def test_worker_still_terminating_blocks_its_replacement():
+    job = make_job(ps=1, workers=2)
+    pods = all_pods(job)
+    pods[2] = pod(job, "worker", 0, "Failed", exit_code=1, deleting=True)
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
+    assert plan.actions == []
+
+
+def test_worker_failed_with_restart_policy_never_fails_the_job():
+    job = make_job(ps=1, workers=1, replicas={"ps": {"replicas": 1}, "worker": {"replicas": 1, "restartPolicy": "Never"}})
+    pods = all_pods(job, worker_0="Failed")
+    pods[2] = pod(job, "worker", 0, "Failed", exit_code=3)
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
+    assert plan.status.phase == "Failed"
+    assert cond(plan, C.FAILED) == ("True", "ReplicaFailed")
+    assert deleted_names(plan) == ["mnist-chief-0", "mnist-ps-0"]  # cleanPodPolicy Running: the failed pod is kept
+
+
+def test_worker_exiting_zero_is_not_a_success_and_is_replaced():
+    job = make_job(ps=1, workers=1)
+    pods = all_pods(job)
+    pods[2] = pod(job, "worker", 0, "Succeeded", exit_code=0)
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
+    assert deleted_names(plan) == ["mnist-worker-0"] and plan.status.restarts == 0
+
+
+# --- PS / chief failures --------------------------------------------------------------------------
+
+def test_ps_failed_while_training_restarts_below_backoff_limit_restarting_all_pods_recreated():
+    job = make_job(ps=2, workers=2)
+    pods = all_pods(job)
+    pods[1] = pod(job, "ps", 0, "Failed", exit_code=137)
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
+    assert plan.status.restarts == 1
+    assert plan.status.phase == "Restarting"
+    assert cond(plan, C.RESTARTING) == ("True", "JobRestarting")
+    assert deleted_names(plan) == sorted(p["metadata"]["name"] for p in pods)
+    assert plan.creates() == []
+    assert plan.job_restarted and "JobRestarting" in reasons(plan)
+
+
+def test_after_a_restart_old_pods_are_stale_never_counted_again_and_replaced_once_gone():
+    job = make_job(ps=1, workers=1)
+    old = all_pods(job, restart=0)
+    old[1] = pod(job, "ps", 0, "Failed", exit_code=137, restart=0)  # the failure already counted
+    st = status(phase="Restarting", restarts=1, startTime=T0.isoformat())
+    st.conditions = reconcile(job, status(**RUNNING), observed(job, old), later(10), CFG).status.conditions
+    plan = reconcile(job, st, observed(job, old), later(11), CFG)
+    assert plan.status.restarts == 1
+    assert deleted_names(plan) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0"]
+    assert plan.creates() == []
+    plan = reconcile(job, plan.status, observed(job, []), later(12), CFG)
+    assert created_names(plan) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0"]
+    assert all(a.manifest["metadata"]["labels"]["tfps.dev/restart"] == "1" for a in plan.creates())
+    plan = reconcile(job, plan.status, observed(job, all_pods(job, restart=1)), later(13), CFG)
+    assert plan.status.phase == "Running"
+    assert cond(plan, C.RESTARTING) == ("False", "AllReplicasRunning")
+    assert not C.is_true(plan.status, C.RESTARTING)
+
+
+def test_chief_failed_at_backoff_limit_fails_with_backoff_limit_exceeded():
+    job = make_job(ps=1, workers=1, runPolicy={"backoffLimit": 2})
+    pods = all_pods(job, restart=2)
+    pods[0] = pod(job, "chief", 0, "Failed", exit_code=1, restart=2)
+    plan = reconcile(job, status(phase="Running", restarts=2, startTime=T0.isoformat()), observed(job, pods), later(10), CFG)
+    assert plan.status.phase == "Failed"
+    assert cond(plan, C.FAILED) == ("True", "BackoffLimitExceeded")
+    assert plan.status.completion_time == later(10)
+    assert deleted_names(plan) == ["mnist-ps-0", "mnist-worker-0"]
+
+
+def test_backoff_limit_zero_fails_on_the_first_ps_failure():
+    job = make_job(ps=1, workers=1, runPolicy={"backoffLimit": 0})
+    pods = all_pods(job)
+    pods[1] = pod(job, "ps", 0, "Failed", exit_code=1)
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(1), CFG)
+    assert cond(plan, C.FAILED) == ("True", "BackoffLimitExceeded")
+
+
+def test_ps_pod_vanished_while_running_restarts_the_job():
+    job = make_job(ps=2, workers=1)
+    pods = [p for p in all_pods(job) if p["metadata"]["name"] != "mnist-ps-1"]
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
+    assert plan.status.restarts == 1 and plan.status.phase == "Restarting"
+    assert "mnist-ps-1 disappeared" in C.get(plan.status, C.RESTARTING).message
+
+
+def test_ps_missing_while_pending_is_simply_created():
+    job = make_job(ps=2, workers=1)
+    pods = [p for p in all_pods(job, "Pending") if p["metadata"]["name"] != "mnist-ps-1"]
+    plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), observed(job, pods), later(1), CFG)
+    assert created_names(plan) == ["mnist-ps-1"] and plan.status.restarts == 0
+
+
+def test_exit_code_policy_permanent_code_fails_signal_retries():
+    spec = {"replicas": {"ps": {"replicas": 1, "restartPolicy": "ExitCode"}, "worker": {"replicas": 1}}}
+    job = make_job(**spec)
+    for code, phase in ((2, "Failed"), (137, "Restarting")):
+        pods = all_pods(job)
+        pods[1] = pod(job, "ps", 0, "Failed", exit_code=code)
+        assert reconcile(job, status(**RUNNING), observed(job, pods), later(1), CFG).status.phase == phase
+
+
+def test_evaluator_that_finished_is_not_missing():
+    job = make_job(ps=1, workers=1, evaluator=1)
+    pods = all_pods(job, evaluator_0="Succeeded")
+    plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), observed(job, pods), later(1), CFG)
+    assert plan.status.phase == "Running" and plan.actions == []
+
+
+# --- success and export ---------------------------------------------------------------------------
+
+def test_chief_succeeded_without_export_deletes_running_ps_and_workers_and_succeeds():
+    job = make_job(ps=2, workers=2, export={"enabled": False})
+    pods = all_pods(job, chief_0="Succeeded")
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(60), CFG)
+    assert plan.status.phase == "Succeeded"
+    assert cond(plan, C.SUCCEEDED) == ("True", "TrainingSucceeded")
+    assert deleted_names(plan) == ["mnist-ps-0", "mnist-ps-1", "mnist-worker-0", "mnist-worker-1"]
+    assert plan.status.completion_time == later(60)
+
+
+def test_clean_pod_policy_none_keeps_pods_and_all_deletes_the_chief_too():
+    for policy, expected in (("None", []), ("All", ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0"])):
+        job = make_job(ps=1, workers=1, export={"enabled": False}, runPolicy={"cleanPodPolicy": policy})
+        plan = reconcile(job, status(**RUNNING), observed(job, all_pods(job, chief_0="Succeeded")), later(1), CFG)
+        assert deleted_names(plan) == expected
+
+
+def test_chief_succeeded_with_export_creates_the_export_job_and_is_exporting():
+    job = make_job(ps=1, workers=1)
+    plan = reconcile(job, status(**RUNNING), observed(job, all_pods(job, chief_0="Succeeded")), later(60), CFG)
+    assert plan.status.phase == "Exporting"
+    assert cond(plan, C.EXPORTING) == ("True", "ExportStarted")
+    assert created_names(plan) == ["mnist-export"]
+    assert plan.status.export.job_name == "mnist-export"
+    assert deleted_names(plan) == ["mnist-ps-0", "mnist-worker-0"]
+
+
+def test_exporting_with_the_export_job_present_never_creates_a_second_one():
+    job = make_job(ps=1, workers=1)
+    obs = observed(job, [export_pod(job, "Running")], export_job=batch_job(job))
+    plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(70), CFG)
+    assert plan.status.phase == "Exporting"
+    assert plan.creates() == []
+
+
+def test_exporting_after_operator_restart_without_the_job_creates_it_once():
+    job = make_job(ps=1, workers=1)
+    plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), observed(job), later(70), CFG)
+    assert created_names(plan) == ["mnist-export"]
+
+
+RESULT = {"ok": True, "step": 120, "path": "exports/120", "manifest": "exports/120/manifest.json",
+          "artifacts": [{"format": "savedmodel", "path": "exports/120/savedmodel", "bytes": 51234, "sha256": "ab" * 32,
+                         "maxError": 0.0, "quantization": None},
+                        {"format": "tflite", "path": "exports/120/model.tflite", "bytes": 2048, "sha256": "cd" * 32,
+                         "maxError": 1e-7, "quantization": "none"}]}
+
+
+def test_export_job_complete_fills_status_export_from_the_termination_message_and_succeeds():
+    job = make_job(ps=1, workers=1)
+    obs = observed(job, [export_pod(job, "Succeeded", json.dumps(RESULT), exit_code=0)], export_job=batch_job(job, "Complete"))
+    plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(90), CFG)
+    assert plan.status.phase == "Succeeded"
+    assert cond(plan, C.SUCCEEDED) == ("True", "ExportSucceeded")
+    exp = plan.status.export
+    assert (exp.job_name, exp.step, exp.path) == ("mnist-export", 120, "exports/120")
+    assert [(a.format, a.bytes, a.max_error) for a in exp.artifacts] == [("savedmodel", 51234, 0.0), ("tflite", 2048, 1e-7)]
+    assert not C.is_true(plan.status, C.EXPORTING)
+
+
+def test_export_job_failed_reports_the_exporters_reason_as_export_failed():
+    job = make_job(ps=1, workers=1)
+    msg = json.dumps({"ok": False, "reason": "VerificationFailed", "message": "onnx: max abs error 3e-05 > 1e-05"})
+    obs = observed(job, [export_pod(job, "Failed", msg, exit_code=7)], export_job=batch_job(job, "Failed", "Job has reached the specified backoff limit"))
+    plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(90), CFG)
+    assert plan.status.phase == "Failed"
+    assert cond(plan, C.FAILED) == ("True", "ExportFailed")
+    assert C.get(plan.status, C.FAILED).message == "VerificationFailed: onnx: max abs error 3e-05 > 1e-05"
+
+
+def test_export_failed_without_a_message_names_the_reason_from_the_exit_code():
+    job = make_job(ps=1, workers=1)
+    obs = observed(job, [export_pod(job, "Failed", "", exit_code=4)], export_job=batch_job(job, "Failed"))
+    plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(90), CFG)
+    assert C.get(plan.status, C.FAILED).message.startswith("CheckpointNotFound (exit code 4)")
+
+
+def test_export_complete_but_garbage_termination_message_is_export_failed():
+    job = make_job(ps=1, workers=1)
+    obs = observed(job, [export_pod(job, "Succeeded", "done!", exit_code=0)], export_job=batch_job(job, "Complete"))
+    plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(90), CFG)
+    assert cond(plan, C.FAILED) == ("True", "ExportFailed")
+    assert "not an export result" in C.get(plan.status, C.FAILED).message
+
+
+# --- deadline, suspend, TTL ----------------------------------------------------------------------
+
+def test_deadline_in_the_future_asks_to_be_woken_exactly_then():
+    job = make_job(ps=1, workers=1, runPolicy={"activeDeadlineSeconds": 100})
+    plan = reconcile(job, status(**RUNNING), observed(job, all_pods(job)), later(40), CFG)
+    assert plan.requeue_after == 60
+    assert plan.status.phase == "Running"
+
+
+def test_deadline_passed_fails_with_deadline_exceeded_and_deletes_running_pods():
+    job = make_job(ps=1, workers=1, runPolicy={"activeDeadlineSeconds": 100})
+    plan = reconcile(job, status(**RUNNING), observed(job, all_pods(job)), later(100), CFG)
+    assert plan.status.phase == "Failed"
+    assert cond(plan, C.FAILED) == ("True", "DeadlineExceeded")
+    assert deleted_names(plan) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0"]
+
+
+def test_deadline_passed_while_exporting_deletes_the_export_job():
+    job = make_job(ps=1, workers=1, runPolicy={"activeDeadlineSeconds": 100})
+    obs = observed(job, [export_pod(job, "Running")], export_job=batch_job(job))
+    plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(101), CFG)
+    assert cond(plan, C.FAILED) == ("True", "DeadlineExceeded")
+    assert ("Job", "mnist-export") in [(a.kind, a.name) for a in plan.deletes()]
+
+
+def test_suspend_deletes_every_pod_keeps_the_job_and_resume_recreates_them():
+    job = make_job(ps=1, workers=1, runPolicy={"suspend": True, "activeDeadlineSeconds": 100})
+    plan = reconcile(job, status(**RUNNING), observed(job, all_pods(job)), later(50), CFG)
+    assert plan.status.phase == "Suspended"
+    assert cond(plan, C.SUSPENDED) == ("True", "JobSuspended")
+    assert deleted_names(plan) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0"]
+    assert plan.creates() == [] and plan.status.start_time is None
+    again = reconcile(job, plan.status, observed(job, []), later(500), CFG)
+    assert again.status.phase == "Suspended" and again.actions == [] and again.events == []
+
+    resumed = make_job(ps=1, workers=1, runPolicy={"suspend": False, "activeDeadlineSeconds": 100})
+    plan = reconcile(resumed, again.status, observed(resumed, []), later(1000), CFG)
+    assert plan.status.phase == "Pending"
+    assert cond(plan, C.SUSPENDED) == ("False", "JobResumed")
+    assert created_names(plan) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0"]
+    assert plan.status.start_time == later(1000)  # the deadline clock starts again
+    assert plan.requeue_after == 100
+
+
+def test_ttl_after_finished_waits_then_deletes_the_job():
+    job = make_job(ps=1, workers=1, runPolicy={"ttlSecondsAfterFinished": 30})
+    done = status(phase="Succeeded", completionTime=later(100).isoformat())
+    plan = reconcile(job, done, observed(job), later(110), CFG)
+    assert plan.requeue_after == 20 and plan.actions == []
+    plan = reconcile(job, done, observed(job), later(130), CFG)
+    assert plan.actions == [DeleteOwner(UID)]
+
+
+def test_finished_job_is_left_alone_and_cleans_up_leftover_running_pods():
+    job = make_job(ps=1, workers=1, export={"enabled": False})
+    done = status(phase="Succeeded", completionTime=later(100).isoformat())
+    plan = reconcile(job, done, observed(job, all_pods(job, chief_0="Succeeded")), later(110), CFG)
+    assert plan.status.phase == "Succeeded"
+    assert deleted_names(plan) == ["mnist-ps-0", "mnist-worker-0"]
+    assert plan.events == [] and plan.creates() == []
+
+
+# --- errors ---------------------------------------------------------------------------------------
+
+def test_invalid_template_is_failed_invalid_spec_without_creating_anything():
+    job = make_job(replicas={"worker": {"replicas": 1, "template": {"spec": {"env": [{"name": "TF_CONFIG", "value": "x"}]}}}})
+    plan = reconcile(job, status(), observed(job, existing=set()), T0, CFG)
+    assert plan.status.phase == "Failed"
+    assert cond(plan, C.FAILED) == ("True", "InvalidSpec")
+    assert "spec.replicas.worker.template.spec.env[0].name" in C.get(plan.status, C.FAILED).message
+    assert plan.creates() == []
+
+
+def test_unparseable_spec_is_failed_invalid_spec_once():
+    plan = invalid_spec(status(), 3, "spec.training.steps: Input should be greater than or equal to 1", T0)
+    assert plan.status.phase == "Failed" and cond(plan, C.FAILED) == ("True", "InvalidSpec")
+    assert C.get(plan.status, C.FAILED).observed_generation == 3
+    assert invalid_spec(plan.status, 3, "x", later(1)).events == []
+
+
+def test_api_server_refusing_a_pod_sets_created_false_with_its_message_and_one_event():
+    st = status(phase="Pending")
+    msg = {"Pod/mnist-ps-0": 'pods "mnist-ps-0" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2'}
+    changed, event = creation_failed(st, 1, msg, T0)
+    assert changed and event.reason == "CreateFailed" and "exceeded quota" in event.message
+    assert C.get(st, C.CREATED).status == "False" and C.get(st, C.CREATED).reason == "CreateFailed"
+    assert creation_failed(st, 1, msg, later(5)) == (False, None)  # same error again: no new event, no status write
+
+
+def test_created_condition_turns_true_when_every_child_exists():
+    job = make_job(ps=1, workers=1)
+    st = status(phase="Pending")
+    creation_failed(st, 1, {"Pod/mnist-ps-0": "quota"}, T0)
+    plan = reconcile(job, st, observed(job, all_pods(job, "Pending")), later(5), CFG)
+    assert cond(plan, C.CREATED) == ("True", "ChildrenCreated")
