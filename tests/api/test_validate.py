@@ -185,3 +185,17 @@ def test_cli_broken_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     f.write_text("spec: [unclosed\n")
     assert tfps(["validate", str(f)]) == 1
     assert "not valid YAML" in capsys.readouterr().out
+
+
+def test_cli_rejects_every_invalid_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = []
+    for c in INVALID:
+        f = tmp_path / f"{c.id}.yaml"
+        f.write_text(yaml.safe_dump(c.manifest(), allow_unicode=True))
+        files.append((c, f))
+    assert tfps(["validate", *[str(f) for _, f in files]]) == 1
+    out = capsys.readouterr().out.splitlines()
+    for c, f in files:
+        mine = [line for line in out if line.startswith(f"{f}: ")]
+        assert mine and not any(line.endswith(": OK") for line in mine), c.id
+        assert any(line.startswith(f"{f}: {c.path}: ") for line in mine), (c.id, mine)

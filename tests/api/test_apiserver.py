@@ -1,0 +1,220 @@
+"""The CRD in a real kube-apiserver (hack/cluster): what it accepts, defaults, rejects and stores.
+
+Unknown fields: the API server *rejects* them when the client asks for strict field validation
+(``fieldValidation=Strict``, which ``kubectl apply``/``create`` send by default) and *prunes* them
+otherwise (the server's default for raw API clients, with a warning). ``tfps validate`` rejects them.
+Both behaviours are tested below.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tfps_operator.api import models as m
+from tfps_operator.api.validate import JobValidationError, validate_job
+
+from .cases import INVALID, Case, base_job
+from .full_job import full_job
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+G, V, P = m.GROUP, m.VERSION, m.PLURAL
+
+
+@pytest.fixture(scope="module")
+def objs(k8s: Any, psjob_crd: dict[str, Any]) -> Any:
+    from kubernetes import client
+
+    return client.CustomObjectsApi(k8s)
+
+
+def _create(objs: Any, ns: str, body: dict, *, dry_run: bool = False, strict: bool = True) -> dict:
+    kw: dict[str, Any] = {}
+    if dry_run:
+        kw["dry_run"] = "All"
+    if strict:
+        kw["field_validation"] = "Strict"
+    return objs.create_namespaced_custom_object(G, V, ns, P, body, **kw)
+
+
+def _rejection(call: Any) -> str:
+    """Run ``call``; it must fail with 400/422. Returns the server's message (with causes)."""
+    from kubernetes.client.rest import ApiException
+
+    with pytest.raises(ApiException) as info:
+        call()
+    assert info.value.status in (400, 422), info.value
+    body = json.loads(info.value.body)
+    causes = [f"{c.get('field', '')}: {c.get('message', '')}" for c in (body.get("details") or {}).get("causes") or []]
+    return "\n".join([body.get("message", ""), *causes])
+
+
+def _get(objs: Any, ns: str, name: str) -> dict | None:
+    from kubernetes.client.rest import ApiException
+
+    try:
+        return objs.get_namespaced_custom_object(G, V, ns, P, name)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def test_crd_is_established_and_structural(psjob_crd: dict[str, Any]) -> None:
+    conds = {c["type"]: c for c in psjob_crd["status"]["conditions"]}
+    assert conds["Established"]["status"] == "True"
+    assert "NonStructuralSchema" not in conds or conds["NonStructuralSchema"]["status"] == "False"
+    assert psjob_crd["status"]["acceptedNames"]["shortNames"] == ["psjob", "psjobs"]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_is_accepted_and_defaulted_like_the_client(objs: Any, api_namespace: str, path: Path) -> None:
+    doc = yaml.safe_load(path.read_text())
+    stored = _create(objs, api_namespace, doc)
+    expected = validate_job(doc).to_wire()["spec"]
+    assert stored["spec"] == expected, "server-side defaulting differs from the models' defaults"
+    # defaults the example does not set are visible in the stored object
+    spec = stored["spec"]
+    assert spec["runPolicy"]["cleanPodPolicy"] == "Running"
+    assert spec["training"]["port"] == 2222
+    assert spec["export"]["onnx"]["opset"] in (17, doc["spec"]["export"].get("onnx", {}).get("opset"))
+    assert spec["replicas"]["chief"]["restartPolicy"] == "OnFailure"
+    assert spec["storage"]["mountPath"] == "/tfps"
+
+
+def test_minimal_job_gets_every_default(objs: Any, api_namespace: str) -> None:
+    doc = base_job("minimal")
+    stored = _create(objs, api_namespace, doc)
+    assert stored["spec"] == validate_job(doc).to_wire()["spec"]
+    assert stored["spec"]["replicas"]["evaluator"] == {"replicas": 0, "restartPolicy": "OnFailure"}
+    assert stored["spec"]["storage"]["volumeClaimTemplate"] == {"accessModes": ["ReadWriteMany"], "size": "10Gi"}
+    assert stored["spec"]["training"]["checkpoint"] == {"everySteps": 100, "keep": 3}
+
+
+@pytest.mark.parametrize("case", INVALID, ids=lambda c: c.id)
+def test_invalid_manifest_is_rejected_everywhere(objs: Any, api_namespace: str, case: Case) -> None:
+    name = f"bad-{abs(hash(case.id)) % 10**8}" if not case.path.startswith("metadata.name") else None
+    body = case.manifest(name) if name else case.manifest()
+    dry = _rejection(lambda: _create(objs, api_namespace, body, dry_run=True))
+    real = _rejection(lambda: _create(objs, api_namespace, body))
+    for msg in (dry, real):
+        assert case.path in msg, f"{case.id}: API server message does not name {case.path}:\n{msg}"
+    stored_name = (body.get("metadata") or {}).get("name")
+    if stored_name and len(stored_name) <= 63:
+        assert _get(objs, api_namespace, stored_name) is None
+    with pytest.raises(JobValidationError) as info:
+        validate_job(body)
+    assert case.path in [e.path for e in info.value.errors]
+
+
+def test_unknown_fields_are_pruned_without_strict_validation(objs: Any, api_namespace: str) -> None:
+    doc = base_job("pruned")
+    doc["spec"]["foo"] = 1
+    doc["spec"]["training"]["learningRate"] = 0.1
+    doc["spec"]["model"]["args"] = {"kept": {"free": "form"}}
+    stored = _create(objs, api_namespace, doc, strict=False)
+    assert "foo" not in stored["spec"] and "learningRate" not in stored["spec"]["training"]
+    assert stored["spec"]["model"]["args"] == {"kept": {"free": "form"}}  # free-form is preserved
+    validate_job(stored)  # what is stored is valid
+
+
+def test_kubectl_apply_rejects_unknown_fields(kubectl: Any, api_namespace: str, psjob_crd: Any) -> None:
+    doc = base_job("kubectl-unknown")
+    doc["metadata"]["namespace"] = api_namespace
+    doc["spec"]["training"]["stepz"] = 10
+    proc = kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(doc), check=False)
+    assert proc.returncode != 0
+    assert 'unknown field "spec.training.stepz"' in proc.stderr
+
+
+def _started(objs: Any, ns: str, name: str) -> None:
+    objs.patch_namespaced_custom_object_status(
+        G, V, ns, P, name, {"status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}})
+
+
+def test_replica_counts_are_immutable_once_started(objs: Any, api_namespace: str) -> None:
+    """Semantics: a root-level CEL transition rule compares spec.replicas.*.replicas with oldSelf
+    whenever the stored object has status.startTime. The main resource cannot change status and
+    /status cannot change spec, so only the operator (setting startTime) freezes the counts."""
+    name = "immutable"
+    _create(objs, api_namespace, base_job(name))
+    # before start: scaling is allowed
+    objs.patch_namespaced_custom_object(G, V, api_namespace, P, name, {"spec": {"replicas": {"worker": {"replicas": 3}}}})
+    _started(objs, api_namespace, name)
+    old = _get(objs, api_namespace, name)
+    assert old["status"]["startTime"] and old["spec"]["replicas"]["worker"]["replicas"] == 3
+
+    for role, n in [("worker", 4), ("ps", 2), ("evaluator", 1)]:
+        patch = {"spec": {"replicas": {role: {"replicas": n}}}}
+        for dry in ("All", None):
+            msg = _rejection(lambda: objs.patch_namespaced_custom_object(
+                G, V, api_namespace, P, name, patch, **({"dry_run": dry} if dry else {})))
+            assert "spec.replicas" in msg and "immutable once the job has started" in msg, msg
+        new = copy.deepcopy(old)
+        new["spec"]["replicas"][role]["replicas"] = n
+        with pytest.raises(JobValidationError, match="spec.replicas: replica counts are immutable"):
+            validate_job(new, old=old)
+    # other fields, and the rest of a replica spec, stay mutable
+    objs.patch_namespaced_custom_object(G, V, api_namespace, P, name, {"spec": {
+        "training": {"steps": 900}, "replicas": {"worker": {"restartPolicy": "Never"}}}})
+    # a full replace with the same counts is fine too
+    cur = _get(objs, api_namespace, name)
+    cur["spec"]["runPolicy"]["suspend"] = True
+    objs.replace_namespaced_custom_object(G, V, api_namespace, P, name, cur)
+    assert _get(objs, api_namespace, name)["spec"]["replicas"]["worker"]["replicas"] == 3
+
+
+def test_status_cannot_be_changed_through_the_main_resource(objs: Any, api_namespace: str) -> None:
+    name = "status-guard"
+    _create(objs, api_namespace, base_job(name))
+    objs.patch_namespaced_custom_object(G, V, api_namespace, P, name, {"status": {"startTime": "2026-01-01T00:00:00Z"}})
+    assert "status" not in _get(objs, api_namespace, name) or "startTime" not in _get(objs, api_namespace, name)["status"]
+    # so the immutability rule cannot be bypassed by a user clearing startTime in the same update
+    _started(objs, api_namespace, name)
+    msg = _rejection(lambda: objs.patch_namespaced_custom_object(G, V, api_namespace, P, name, {
+        "spec": {"replicas": {"worker": {"replicas": 5}}}, "status": None}))
+    assert "immutable" in msg
+
+
+def test_fully_populated_job_round_trips(objs: Any, api_namespace: str) -> None:
+    job = full_job("full", api_namespace)
+    wire = job.to_wire()
+    _create(objs, api_namespace, {k: v for k, v in wire.items() if k != "status"})
+    objs.patch_namespaced_custom_object_status(G, V, api_namespace, P, "full", {"status": wire["status"]})
+    back = m.PSTrainingJob.model_validate(_get(objs, api_namespace, "full"))
+    assert back.spec == job.spec
+    assert back.status == job.status
+    assert validate_job(_get(objs, api_namespace, "full")).spec == job.spec
+
+
+def test_printer_columns_short_names_and_category(objs: Any, kubectl: Any, api_namespace: str) -> None:
+    name = "columns"
+    _create(objs, api_namespace, base_job(name))
+    objs.patch_namespaced_custom_object_status(G, V, api_namespace, P, name, {"status": {
+        "phase": "Running", "workers": "2/2", "checkpoint": {"step": 200}}})
+    for resource in ("psjob", "psjobs", "pstrainingjobs.tfps.dev", "tfps"):
+        out = kubectl("get", resource, "-n", api_namespace, name if resource != "tfps" else "-o=wide").stdout
+        assert name in out, (resource, out)
+    lines = kubectl("get", "psjob", name, "-n", api_namespace).stdout.splitlines()
+    assert lines[0].split() == ["NAME", "PHASE", "STEP", "WORKERS", "AGE"]
+    assert lines[1].split()[:4] == [name, "Running", "200", "2/2"]
+
+
+def test_kubectl_explain_documents_the_spec(kubectl: Any, wait_until: Any, psjob_crd: Any) -> None:
+    def explain() -> str:
+        proc = kubectl("explain", "psjob.spec.export", check=False)
+        return proc.stdout if proc.returncode == 0 and "formats" in proc.stdout else ""
+
+    out = wait_until(explain, timeout=60, interval=1, what="kubectl explain psjob.spec.export")
+    assert "verified deployable artifacts" in out
+    assert "tflite" in out and "savedmodel" in out
+    calib = kubectl("explain", "psjob.spec.export.tflite.calibrationSamples").stdout
+    assert "calibrate int8" in calib
