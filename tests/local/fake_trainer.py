@@ -75,15 +75,27 @@ def save():
     state["ckpt"] = state["step"]
 
 
-every = job["checkpoint"]["every_steps"] or 10
-while state["step"] < job["steps"]:
-    time.sleep(float(os.environ.get("FAKE_STEP_S", "0.05")))
+def ps_up(timeout: float) -> bool:
     for addr in cfg["cluster"]["ps"]:
         h, p = addr.rsplit(":", 1)
         try:
-            socket.create_connection((h, int(p)), timeout=1).close()
+            socket.create_connection((h, int(p)), timeout=timeout).close()
         except OSError:
-            fail(1, f"lost the parameter server {addr}")
+            return False
+    return True
+
+
+deadline = time.monotonic() + 60  # like the real chief, wait for the PS to come up first
+while not ps_up(1):
+    if time.monotonic() > deadline:
+        fail(1, "parameter servers never came up")
+    time.sleep(0.2)
+
+every = job["checkpoint"]["every_steps"] or 10
+while state["step"] < job["steps"]:
+    time.sleep(float(os.environ.get("FAKE_STEP_S", "0.05")))
+    if not ps_up(1):
+        fail(1, "lost a parameter server")
     state["step"] += 1
     if state["step"] % every == 0:
         save()
