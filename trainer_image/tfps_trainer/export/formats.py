@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -39,6 +40,7 @@ from .source import _one_line
 SIGNATURE = "serving_default"
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
 DEFAULT_CALIBRATION_SAMPLES = 128
+_UNSUPPORTED_TFLITE = re.compile(r"'tf\.(\w+)' op is neither a custom op nor a flex op")
 
 
 @dataclass
@@ -129,10 +131,19 @@ def tflite(saved_model_dir: Path, path: Path, quantization: str = "none",
             if not calibration:
                 raise ExportError("ConversionFailed", f"{label}: no calibration samples")
             conv.representative_dataset = _representative(calibration)
-        content = conv.convert()
+        with warnings.catch_warnings():  # int8 calibration uses tf.lite.Interpreter internally
+            warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
+            content = conv.convert()
     except ExportError:
         raise
     except Exception as exc:  # noqa: BLE001 - ConverterError lists the unsupported ops
+        ops = sorted(set(_UNSUPPORTED_TFLITE.findall(str(exc))))
+        if ops:
+            raise ExportError(
+                "ConversionFailed",
+                f"{label}: unsupported op(s) {', '.join(ops)}: not TFLite built-ins (LiteRT runs built-in ops only); "
+                "drop 'tflite' from export.formats or avoid these ops",
+            ) from None
         raise ExportError("ConversionFailed", f"{label}: conversion failed: {_one_line(exc)}") from None
     path.write_bytes(content)
     details = {"calibrationSamples": len(next(iter(calibration.values())))} if quantization == "int8" and calibration else {}
