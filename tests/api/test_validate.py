@@ -199,3 +199,19 @@ def test_cli_rejects_every_invalid_case(tmp_path: Path, capsys: pytest.CaptureFi
         mine = [line for line in out if line.startswith(f"{f}: ")]
         assert mine and not any(line.endswith(": OK") for line in mine), c.id
         assert any(line.startswith(f"{f}: {c.path}: ") for line in mine), (c.id, mine)
+
+
+def test_yaml_timestamps_and_non_dict_mappings() -> None:
+    from types import MappingProxyType
+
+    doc = yaml.safe_load(yaml.safe_dump(base_job()) + "status:\n  startTime: 2026-01-01T00:00:00Z\n")
+    assert not isinstance(doc["status"]["startTime"], str)  # YAML made it a datetime
+    job = validate_job(MappingProxyType(doc))
+    assert job.status is not None and job.status.start_time is not None and job.status.start_time.year == 2026
+
+
+def test_rules_false_only_parses() -> None:
+    bad = next(c for c in INVALID if c.id == "no-ps").manifest()
+    assert validate_job(bad, rules=False).spec.replicas.ps.replicas == 0
+    with pytest.raises(JobValidationError):
+        validate_job(bad)
