@@ -47,8 +47,10 @@ def no_process_started(monkeypatch):
         (lambda s: s.replace("  training:", "  trainng:\n    steps: 1\n  training:"), "spec.trainng"),
         (lambda s: s.replace("module: tfps_trainer.examples.linear", "module: 'not a module'"), "spec.model.module"),
         (lambda s: s.replace("    steps: 20", "    steps: 20\n  export:\n    formats: [savedmodel, pickle]"), "spec.export.formats"),
+        (lambda s: s.replace("    steps: 20", "    steps: 20\n  replicas:\n    ps:\n      replicas: 0"), "spec.replicas.ps.replicas"),
+        (lambda s: s.replace("    steps: 20", "    steps: '20'"), "spec.training.steps"),
     ],
-    ids=["steps-zero", "ps-negative", "model-missing", "unknown-field", "bad-module-name", "bad-format"],
+    ids=["steps-zero", "ps-negative", "model-missing", "unknown-field", "bad-module-name", "bad-format", "no-ps", "steps-string"],
 )
 def test_invalid_job_names_field_and_starts_nothing(tmp_path, capsys, no_process_started, mutate, field):
     job = tmp_path / "job.yaml"

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from ..api.models import PSTrainingJob
+from ..api.validate import JobValidationError, validate_job
 from ..build.jobsettings import job_settings
 from .export import ExportOutcome, artifact_rows, run_export
 from .progress import Display, make_display
@@ -37,16 +37,9 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
-def _pydantic_message(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "<root>"
-        lines.append(f"{where}: {err['msg']}")
-    return "\n".join(lines)
-
-
-def load_job(path: str) -> PSTrainingJob:
-    """Read and validate one PSTrainingJob document with the API's rules (``api.validate``)."""
+def load_job(path: str, steps: int | None = None, no_export: bool = False) -> PSTrainingJob:
+    """Read one PSTrainingJob document, apply the command-line overrides, and validate it with the
+    API's rules (``api.validate``), so an override cannot produce a job the API server would reject."""
     try:
         text = Path(path).read_text()
     except OSError as exc:
@@ -60,34 +53,29 @@ def load_job(path: str) -> PSTrainingJob:
     doc: Any = docs[0]
     if not isinstance(doc, dict):
         raise InvalidInput(f"{path}: expected a PSTrainingJob mapping, got {type(doc).__name__}")
+    spec = doc.get("spec")
+    if isinstance(spec, dict):
+        if steps is not None and isinstance(spec.get("training"), dict):
+            spec["training"]["steps"] = steps
+        if no_export:
+            export = spec.setdefault("export", {})
+            if isinstance(export, dict):
+                export["enabled"] = False
     try:
-        from ..api.validate import validate_job
-    except ImportError:  # pragma: no cover - only while api.validate is not there yet
-        validate_job = None
-    try:
-        if validate_job is not None:
-            return validate_job(doc)
-        return PSTrainingJob.model_validate(doc)
-    except ValidationError as exc:
-        raise InvalidInput(f"{path}: invalid PSTrainingJob:\n{_pydantic_message(exc)}") from None
-    except ValueError as exc:
-        raise InvalidInput(f"{path}: invalid PSTrainingJob:\n{exc}") from None
+        return validate_job(doc)
+    except JobValidationError as exc:
+        details = "\n".join(f"  {e}" for e in exc.errors)
+        raise InvalidInput(f"{path}: invalid PSTrainingJob:\n{details}") from None
 
 
 def plan_from_args(args: argparse.Namespace) -> LocalJob:
     """Everything the run needs, or InvalidInput; touches nothing on disk."""
     if args.steps is not None and args.steps < 1:
         raise InvalidInput(f"--steps: must be ≥ 1 (got {args.steps})")
-    job = load_job(args.file)
-    if args.steps is not None:
-        job = job.model_copy(deep=True)
-        job.spec.training.steps = args.steps
+    job = load_job(args.file, steps=args.steps, no_export=args.no_export)
     workdir = Path(args.workdir or DEFAULT_WORKDIR).expanduser().resolve()
     if workdir.exists() and not workdir.is_dir():
         raise InvalidInput(f"--workdir: {workdir} exists and is not a directory")
-    if args.no_export:
-        job = job.model_copy(deep=True)
-        job.spec.export.enabled = False
     return LocalJob(job=job, settings=job_settings(job, mount_path=str(workdir)))
 
 
