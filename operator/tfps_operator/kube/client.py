@@ -1,0 +1,184 @@
+"""A small async client for the few resources the operator touches, on ``kubernetes_asyncio``'s
+authenticated ApiClient. Objects are plain dicts (what the builders produce and the observers read).
+
+Rules that belong to I/O, not to business logic, live here: a create that meets an existing object
+of the same owner adopts it (409 is not an error), deletes are idempotent and can be pinned to one
+incarnation by uid, status goes through the status subresource guarded by resourceVersion.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from datetime import datetime, timezone
+from typing import Any
+
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from .. import metrics
+from ..api.models import GROUP, PLURAL, VERSION
+
+log = logging.getLogger(__name__)
+
+RESOURCES: dict[str, tuple[str, str]] = {
+    "Pod": ("/api/v1", "pods"),
+    "Service": ("/api/v1", "services"),
+    "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims"),
+    "Event": ("/api/v1", "events"),
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies"),
+    "Job": ("/apis/batch/v1", "jobs"),
+    "PSTrainingJob": (f"/apis/{GROUP}/{VERSION}", PLURAL),
+}
+COMPONENT = "tfps-operator"
+
+
+class ApiError(Exception):
+    """The API server refused a request; ``message`` is its own explanation."""
+
+    def __init__(self, status: int, reason: str, message: str, verb: str, what: str):
+        super().__init__(f"{verb} {what}: {status} {reason}: {message}")
+        self.status, self.reason, self.message, self.verb, self.what = status, reason, message, verb, what
+
+
+class ChildConflict(Exception):
+    """A child's name is taken by an object this job does not control."""
+
+
+def _path(kind: str, namespace: str, name: str | None = None, sub: str | None = None) -> str:
+    base, plural = RESOURCES[kind]
+    return "/".join(filter(None, (f"{base}/namespaces/{namespace}/{plural}", name, sub)))
+
+
+def _controller_uid(obj: dict[str, Any]) -> str | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref.get("uid")
+    return None
+
+
+class Kube:
+    def __init__(self, api: k8s_client.ApiClient, field_manager: str = COMPONENT):
+        self.api = api
+        self.field_manager = field_manager
+        self.instance = os.environ.get("POD_NAME") or socket.gethostname()
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None = None) -> "Kube":
+        """In-cluster credentials in a pod, else the kubeconfig (``kubeconfig`` or ``$KUBECONFIG``)."""
+        if os.environ.get("KUBERNETES_SERVICE_HOST") and not kubeconfig:
+            k8s_config.load_incluster_config()
+        else:
+            await k8s_config.load_kube_config(config_file=kubeconfig)
+        return cls(k8s_client.ApiClient())
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def request(self, verb: str, path: str, *, what: str, query: list[tuple[str, Any]] | None = None,
+                      body: Any = None, content_type: str = "application/json") -> Any:
+        try:
+            return await self.api.call_api(
+                path, verb, query_params=query or [], body=body,
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                response_types_map={200: "object", 201: "object", 202: "object"},
+                auth_settings=["BearerToken"], _return_http_data_only=True,
+            )
+        except ApiException as exc:
+            try:
+                message = json.loads(exc.body or "{}").get("message") or exc.reason
+            except (TypeError, ValueError):
+                message = str(exc.body or exc.reason)
+            metrics.API_ERRORS.labels(verb=verb.lower(), code=str(exc.status)).inc()
+            raise ApiError(exc.status, str(exc.reason), str(message), verb, what) from None
+
+    # --- reads ----------------------------------------------------------------------------------
+
+    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.request("GET", _path(kind, namespace, name), what=f"{kind}/{name}")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def list(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+        out = await self.request("GET", _path(kind, namespace), what=f"{kind} list",
+                                 query=[("labelSelector", selector)])
+        return list(out.get("items") or [])
+
+    # --- writes ---------------------------------------------------------------------------------
+
+    async def create_or_adopt(self, manifest: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Create ``manifest``; if its name exists and is controlled by the same owner, return that
+        (created=False). Raises :class:`ChildConflict` when someone else owns the name."""
+        kind, meta = manifest["kind"], manifest["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        try:
+            obj = await self.request("POST", _path(kind, ns), what=f"{kind}/{name}", body=manifest,
+                                     query=[("fieldManager", self.field_manager)])
+            return obj, True
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        existing = await self.get(kind, ns, name)
+        if existing is None:  # deleted in between: the next reconciliation creates it
+            raise ApiError(409, "Conflict", f"{kind}/{name} exists but vanished while being read", "POST", f"{kind}/{name}")
+        want = manifest["metadata"]["ownerReferences"][0]["uid"]
+        if _controller_uid(existing) != want:
+            raise ChildConflict(f"{kind}/{name} already exists and is not controlled by this PSTrainingJob; "
+                                f"delete or rename it")
+        return existing, False
+
+    async def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
+        """Delete (background propagation); True if deleted now, False if already gone or replaced."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            await self.request("DELETE", _path(kind, namespace, name), what=f"{kind}/{name}", body=body)
+            return True
+        except ApiError as exc:
+            if exc.status in (404, 409):  # gone, or a different incarnation now holds the name
+                return False
+            raise
+
+    async def patch_status(self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None) -> dict[str, Any]:
+        """Merge-patch ``status`` through the status subresource. With ``resource_version`` the write
+        fails (409) if the job changed since it was read."""
+        patch: dict[str, Any] = {"status": status}
+        if resource_version:
+            patch["metadata"] = {"resourceVersion": resource_version}
+        return await self.request("PATCH", _path("PSTrainingJob", namespace, name, "status"),
+                                  what=f"PSTrainingJob/{name} status", body=patch,
+                                  content_type="application/merge-patch+json",
+                                  query=[("fieldManager", self.field_manager)])
+
+    async def event(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        """Post a core/v1 Event about the job; failures are logged, never raised."""
+        meta = job["metadata"]
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"), "name": meta["name"],
+                               "namespace": meta["namespace"], "uid": meta.get("uid"),
+                               "resourceVersion": meta.get("resourceVersion")},
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": COMPONENT},
+            "reportingComponent": f"{GROUP}/operator",
+            "reportingInstance": self.instance[:128],
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self.request("POST", _path("Event", meta["namespace"]), what="Event", body=body)
+        except ApiError as exc:
+            log.warning("could not post event %s for %s/%s: %s", reason, meta["namespace"], meta["name"], exc)

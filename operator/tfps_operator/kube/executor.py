@@ -1,0 +1,78 @@
+"""Carry out a reconcile :class:`~tfps_operator.reconcile.plan.Plan`: status first, then children, then Events."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..api.models import PSTrainingJobStatus
+from ..reconcile.plan import Create, Delete, DeleteOwner, Event, Plan
+from .client import ApiError, ChildConflict, Kube
+
+log = logging.getLogger(__name__)
+
+OWNED_STATUS_FIELDS = ("phase", "conditions", "observedGeneration", "replicaStatuses", "restarts", "startTime",
+                       "completionTime", "export", "workers")
+"""The status fields the reconciler writes; others (checkpoint, progress) belong to the progress monitor."""
+
+
+def status_patch(status: PSTrainingJobStatus) -> dict[str, Any]:
+    """The owned fields of ``status`` in wire form; absent ones as null so a merge patch removes them."""
+    wire = status.to_wire()
+    fields = [f for f in OWNED_STATUS_FIELDS if f in wire or _has_alias(f)]
+    return {f: wire.get(f) for f in fields}
+
+
+def _has_alias(wire_name: str) -> bool:
+    return any(fld.alias == wire_name for fld in PSTrainingJobStatus.model_fields.values())
+
+
+@dataclass
+class Outcome:
+    status_written: bool = False
+    conflict: bool = False
+    """The job changed under us (status write refused by resourceVersion): reconcile again now."""
+    create_failures: dict[str, str] = field(default_factory=dict)
+    resource_version: str | None = None
+
+
+async def execute(kube: Kube, body: dict[str, Any], current: PSTrainingJobStatus, plan: Plan) -> Outcome:
+    meta = body["metadata"]
+    ns, name = meta["namespace"], meta["name"]
+    out = Outcome(resource_version=meta.get("resourceVersion"))
+    patch = status_patch(plan.status)
+    if patch != status_patch(current):
+        try:
+            updated = await kube.patch_status(ns, name, patch, out.resource_version)
+        except ApiError as exc:
+            if exc.status in (404, 409):
+                out.conflict = True
+                return out
+            raise
+        out.status_written = True
+        out.resource_version = updated["metadata"].get("resourceVersion")
+    for action in plan.actions:
+        if isinstance(action, Create):
+            try:
+                _, created = await kube.create_or_adopt(action.manifest)
+                if created:
+                    log.info("created %s in %s", action.key, ns)
+            except ApiError as exc:
+                log.warning("could not create %s in %s: %s", action.key, ns, exc.message)
+                out.create_failures[action.key] = exc.message
+            except ChildConflict as exc:
+                out.create_failures[action.key] = str(exc)
+        elif isinstance(action, Delete):
+            if await kube.delete(action.kind, ns, action.name, action.uid):
+                log.info("deleted %s in %s", action.key, ns)
+        elif isinstance(action, DeleteOwner):
+            if await kube.delete("PSTrainingJob", ns, name, action.uid):
+                log.info("deleted PSTrainingJob %s/%s (ttlSecondsAfterFinished)", ns, name)
+    await post_events(kube, body, plan.events)
+    return out
+
+
+async def post_events(kube: Kube, body: dict[str, Any], events: list[Event]) -> None:
+    for ev in events:
+        await kube.event(body, ev.type, ev.reason, ev.message)
