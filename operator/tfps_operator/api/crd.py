@@ -68,16 +68,19 @@ def _structural(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[s
     if ref is None and len(node.get("allOf", [])) == 1 and "$ref" in node["allOf"][0]:
         ref = node.pop("allOf")[0]["$ref"]
     if ref is not None:
-        node = {**defs[ref.rsplit("/", 1)[-1]], **node}
+        model = defs[ref.rsplit("/", 1)[-1]]
+        merged = {**model, **node}
+        # kubectl explain shows one description: the field's, then the model's docstring.
+        if node.get("description") and model.get("description") and node["description"] != model["description"]:
+            merged["description"] = f"{node['description']}\n\n{model['description']}"
+        node = merged
     # Optional[X] -> X.
     if "anyOf" in node and not node.get("x-kubernetes-int-or-string"):
         branches = [b for b in node.pop("anyOf") if b.get("type") != "null"]
         if len(branches) != 1:
             raise SchemaError(f"{path}: unions other than Optional[X] are not structural")
-        outer = {k: v for k, v in node.items() if k != "title"}
-        node = _structural(branches[0], defs, path)
-        node.update({k: v for k, v in outer.items() if k in ("description", "default") and v is not None})
-        return node
+        outer = {k: v for k, v in node.items() if k in ("description", "default") and v is not None}
+        return _structural({**branches[0], **outer}, defs, path)
     if "exclusiveMinimum" in node or "exclusiveMaximum" in node:
         raise SchemaError(f"{path}: use ge/le, not gt/lt (OpenAPI v3.0 exclusive bounds are booleans)")
 
