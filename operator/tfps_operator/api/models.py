@@ -86,9 +86,13 @@ def _quantity(value: Any) -> int | str:
 Quantity = Annotated[
     int | str,
     PlainValidator(_quantity),
+    # The form the API server accepts for int-or-string (as controller-gen writes resource.Quantity):
+    # the anyOf branches carry types only; pattern applies to strings and minimum to integers.
     WithJsonSchema({
         "x-kubernetes-int-or-string": True,
-        "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": QUANTITY_PATTERN}],
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "minimum": 0,
+        "pattern": QUANTITY_PATTERN,
     }),
 ]
 """A Kubernetes resource quantity: int or string on the wire (as in a Pod), never a float."""
