@@ -215,3 +215,27 @@ def test_rules_false_only_parses() -> None:
     assert validate_job(bad, rules=False).spec.replicas.ps.replicas == 0
     with pytest.raises(JobValidationError):
         validate_job(bad)
+
+
+def test_every_cel_rule_is_broken_by_some_case() -> None:
+    """The table covers each cross-field rule of the CRD (the transition rule has its own tests)."""
+    from tfps_operator.api.crd import openapi_schema
+
+    def rules(node: dict) -> list[dict]:
+        out = list(node.get("x-kubernetes-validations", []))
+        for sub in (node.get("properties") or {}).values():
+            out += rules(sub)
+        if isinstance(node.get("additionalProperties"), dict):
+            out += rules(node["additionalProperties"])
+        if "items" in node:
+            out += rules(node["items"])
+        return out
+
+    messages = {r["message"] for r in rules(openapi_schema()) if "oldSelf" not in r["rule"]}
+    seen: set[str] = set()
+    for c in INVALID:
+        try:
+            validate_job(c.manifest())
+        except JobValidationError as e:
+            seen |= {err.message for err in e.errors}
+    assert messages <= seen, f"rules no case breaks: {messages - seen}"
