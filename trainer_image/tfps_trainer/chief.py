@@ -16,7 +16,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from . import checkpoints, modelio, summaries
+from . import checkpoints, modelio, sharding, summaries
 from .config import JobSettings
 from .contract import ModelContract
 from .errors import LostClusterError, NumericsError, TrainerError
@@ -49,8 +49,11 @@ class Trainer:
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
         with self.strategy.scope():
             self.model = modelio.build(contract, args)
-            self.optimizer = modelio.make_optimizer(contract, args, self.model.trainable_variables)
+            self.train_vars = sharding.optimizer_variables(self.model.trainable_variables)
+            self.optimizer = modelio.make_optimizer(contract, args, self.train_vars)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        if sharding.make_checkpointable(self.model.weights):
+            print(f"tfps-trainer chief: partitioned: {sharding.describe(self.model.weights)}", flush=True)
         self.checkpointer = checkpoints.Checkpointer(
             checkpoints.make_checkpoint(self.model, self.optimizer, self.step),
             settings.paths.checkpoints,
@@ -76,6 +79,7 @@ class Trainer:
 
     def _make_train_step(self) -> Any:
         model, optimizer, step, strategy = self.model, self.optimizer, self.step, self.strategy
+        train_vars = self.train_vars
         loss_fn = self.contract.loss
         check = self.settings.check_numerics
 
@@ -88,8 +92,8 @@ class Trainer:
                     loss += tf.add_n(model.losses)
                 if check:
                     loss = tf.debugging.check_numerics(loss, NUMERICS_TAG)
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            grads = tape.gradient(loss, train_vars)
+            optimizer.apply_gradients(zip(grads, train_vars))
             return loss, step.assign_add(1)
 
         @tf.function
