@@ -135,16 +135,14 @@ def main(args: argparse.Namespace) -> int:
             display.close()
             print(f"tfps run: training failed: {outcome.message}", file=sys.stderr)
             return EXIT_FAILED
-        ckpt = outcome.status.checkpoint_path if outcome.status else None
         display.event(f"training finished after {time.monotonic() - started:.0f}s"
-                      + (f" ({outcome.restarts} restart(s))" if outcome.restarts else "")
-                      + (f"; latest checkpoint {ckpt}" if ckpt else ""))
+                      + (f" and {outcome.restarts} restart(s)" if outcome.restarts else "")
+                      + f": {outcome.message}")
+        display.close()
         if not settings.export.enabled:
-            display.close()
             print(f"done (export disabled); checkpoints in {settings.paths.checkpoints}")
             return 0
         exported = run_export(plan, display)
-        display.close()
         if not exported.ok:
             print(f"tfps run: {exported.message}", file=sys.stderr)
             return EXIT_FAILED

@@ -1,8 +1,8 @@
 """The export step of `tfps run`: run ``python -m tfps_trainer.export`` and show what it produced.
 
-The exporter reads the same TFPS_JOB, writes ``<root>/exports/<step>/`` with a manifest, and on
-success writes a JSON result (step, path, artifacts) to its termination log. It is retried up to
-``spec.export.backoffLimit`` times, as the operator's export Job is.
+The exporter reads the same TFPS_JOB, writes ``<root>/exports/<step>/`` with a manifest, and writes
+its JSON result (``tfps_trainer.export.result``, TF-free) to its termination log. Transient failures
+are retried up to ``spec.export.backoffLimit`` times.
 """
 
 from __future__ import annotations
@@ -10,16 +10,18 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-from pydantic import ValidationError
+from pathlib import Path
 
 from tfps_trainer.config import SETTINGS_ENV
+from tfps_trainer.export.result import ArtifactResult, ExportFailed, ExportSucceeded, parse_message
 
-from ..api.models import Artifact
 from .procs import Child, stop_all
 from .progress import Display
 from .supervisor import LocalJob
+
+
+RETRYABLE = {"PublishFailed", "InternalError", "Interrupted"}
+"""Export failures worth another attempt; the others (bad model, failed verification...) repeat."""
 
 
 @dataclass
@@ -28,37 +30,40 @@ class ExportOutcome:
     message: str
     step: int | None = None
     path: str | None = None
-    artifacts: list[Artifact] = field(default_factory=list)
+    artifacts: list[ArtifactResult] = field(default_factory=list)
 
 
-def parse_result(text: str) -> tuple[int | None, str | None, list[Artifact]]:
-    """Read the exporter's JSON result (snake_case or camelCase keys). Raises ValueError if malformed."""
-    doc = json.loads(text)
-    if not isinstance(doc, dict):
-        raise ValueError("export result is not a JSON object")
+def read_result(plan: LocalJob, child: Child) -> ExportSucceeded | ExportFailed | None:
+    """The exporter's result from its termination log (None if it wrote none or garbage)."""
     try:
-        artifacts = [Artifact.model_validate(_known(a)) for a in doc.get("artifacts") or []]
-    except ValidationError as exc:
-        raise ValueError(f"export result has a malformed artifact: {exc.errors()[0]['msg']}") from None
-    step = doc.get("step")
-    return (int(step) if isinstance(step, int) else None), doc.get("path"), artifacts
+        return parse_message(child.reason())
+    except ValueError:
+        return None
 
 
-def _known(a: Any) -> Any:
-    """Keep only the artifact fields the status model knows (the exporter may report more)."""
-    if not isinstance(a, dict):
-        return a
-    known = {"format", "path", "bytes", "sha256", "max_error", "maxError", "quantization"}
-    return {k: v for k, v in a.items() if k in known}
+def succeeded(plan: LocalJob, result: ExportSucceeded) -> ExportOutcome:
+    """Absolute paths for the table; artifacts from manifest.json when the message was truncated."""
+    root = plan.root
+    artifacts = list(result.artifacts)
+    export_dir = root / result.path
+    if result.truncated or not artifacts:
+        manifest = json.loads((root / result.manifest).read_text())
+        artifacts = [
+            ArtifactResult(format=a["format"], path=str(Path(result.path) / a["path"]), bytes=a["bytes"],
+                           sha256=a["sha256"], max_error=(a.get("verification") or {}).get("maxAbsError"))
+            for a in manifest.get("artifacts", [])
+        ]
+    artifacts = [a.model_copy(update={"path": str(root / a.path)}) for a in artifacts]
+    return ExportOutcome(True, f"exported step {result.step} to {export_dir}", step=result.step,
+                         path=str(export_dir), artifacts=artifacts)
 
 
 def run_export(plan: LocalJob, display: Display, grace: float = 10.0, poll: float = 0.5) -> ExportOutcome:
-    """Run the exporter (with retries) to a verified export; stops it on any interruption."""
+    """Run the exporter (retrying transient failures) to a verified export; stops it on any interruption."""
     env = {**plan.base_env(), SETTINGS_ENV: plan.settings.to_env()}
     child = plan.child("export", list(plan.exporter), env)
     attempts = plan.job.spec.export.backoff_limit + 1
     formats = ", ".join(plan.settings.export.formats)
-    last = ""
     for attempt in range(1, attempts + 1):
         display.event(f"exporting {formats} (attempt {attempt}/{attempts}); log: {child.log_path}")
         try:
@@ -67,20 +72,21 @@ def run_export(plan: LocalJob, display: Display, grace: float = 10.0, poll: floa
                 time.sleep(poll)
         finally:
             stop_all([child], grace)
-        if code == 0:
-            try:
-                step, path, artifacts = parse_result(child.reason())
-            except ValueError as exc:
-                last = f"export exited 0 but its result in {child.termination_log} is unreadable: {exc}"
-                continue
-            missing = set(plan.settings.export.formats) - {a.format for a in artifacts}
-            if missing:
-                last = f"export exited 0 but produced no {', '.join(sorted(missing))} artifact"
-                continue
-            return ExportOutcome(True, f"exported step {step} to {path}", step=step, path=path, artifacts=artifacts)
-        last = child.describe_failure(code)
-        display.event(f"export attempt {attempt} failed: {child.reason() or f'exit code {code}'}")
-    return ExportOutcome(False, f"ExportFailed: {last}")
+        result = read_result(plan, child)
+        if code == 0 and isinstance(result, ExportSucceeded):
+            out = succeeded(plan, result)
+            missing = set(plan.settings.export.formats) - {a.format for a in out.artifacts}
+            if not missing:
+                return out
+            return ExportOutcome(False, f"ExportFailed: no {', '.join(sorted(missing))} artifact in {out.path}")
+        reason = result.reason if isinstance(result, ExportFailed) else "ExporterDied"
+        message = child.describe_failure(code)
+        if isinstance(result, ExportFailed):
+            message = f"export exited with code {code}: {result.reason}: {result.message}\n" + message.split("\n", 1)[-1]
+        if attempt == attempts or reason not in RETRYABLE | {"ExporterDied"}:
+            return ExportOutcome(False, f"ExportFailed: {message}")
+        display.event(f"export attempt {attempt} failed ({reason}); retrying")
+    raise AssertionError("unreachable")
 
 
 def human_size(n: int | None) -> str:
@@ -94,9 +100,9 @@ def human_size(n: int | None) -> str:
     return f"{n} B"
 
 
-def artifact_rows(artifacts: list[Artifact]) -> list[tuple[str, str, str, str]]:
+def artifact_rows(artifacts: list[ArtifactResult]) -> list[tuple[str, str, str, str]]:
     """(format, path, size, verified max error) per artifact."""
     return [
-        (a.format, a.path, human_size(a.bytes), "-" if a.max_error is None else f"{a.max_error:.3g}")
+        (a.format if a.quantization in (None, "none") else f"{a.format} ({a.quantization})", a.path, human_size(a.bytes), "-" if a.max_error is None else f"{a.max_error:.3g}")
         for a in artifacts
     ]

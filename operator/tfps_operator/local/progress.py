@@ -21,6 +21,7 @@ class Status:
     checkpoint_step: int | None = None
     checkpoint_path: str | None = None
     state: str | None = None
+    message: str | None = None
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "Status":
@@ -32,6 +33,7 @@ class Status:
             checkpoint_step=_int(ckpt.get("step")) if isinstance(ckpt, dict) else None,
             checkpoint_path=ckpt.get("path") if isinstance(ckpt, dict) else None,
             state=doc.get("state"),
+            message=doc.get("message") or None,
         )
 
 
@@ -76,6 +78,7 @@ class PlainDisplay:
         self.target, self.out, self.every = target, out or sys.stdout, every
         self._last_line = 0.0
         self._last: Status | None = None
+        self._printed: Status | None = None
 
     def _print(self, msg: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {msg}", file=self.out, flush=True)
@@ -88,12 +91,13 @@ class PlainDisplay:
         new_ckpt = self._last is None or status.checkpoint_step != self._last.checkpoint_step
         if status != self._last and (new_ckpt or now - self._last_line >= self.every):
             self._print(_fmt(status, self.target))
-            self._last_line = now
+            self._last_line, self._printed = now, status
         self._last = status
 
     def close(self) -> None:
-        if self._last is not None:
+        if self._last is not None and self._last != self._printed:
             self._print(_fmt(self._last, self.target))
+            self._printed = self._last
 
 
 class RichDisplay:

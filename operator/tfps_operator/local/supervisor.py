@@ -71,9 +71,10 @@ class LocalJob:
         return getattr(self.job.spec.replicas, role).restart_policy
 
     def base_env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", SETTINGS_ENV, TERMINATION_LOG_ENV)}
+        reserved = ("TF_CONFIG", SETTINGS_ENV, TERMINATION_LOG_ENV, "TFPS_PROGRESS_PORT")
+        env = {k: v for k, v in os.environ.items() if k not in reserved}
         env.setdefault("PYTHONUNBUFFERED", "1")
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+        env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")  # several TF processes may share one GPU
         env[PROGRESS_HOST_ENV] = HOST
         return env
 
@@ -179,8 +180,9 @@ class Supervisor:
             failed = self._first_failure()
             if failed is None:
                 if Task("chief", 0) in self._finished:
+                    summary = self.children[Task("chief", 0)].reason().split(": ", 1)[-1]
                     self.stop()
-                    return self._outcome(True, "training finished")
+                    return self._outcome(True, summary or "training finished")
                 continue
             task, code = failed
             child = self.children[task]
@@ -216,11 +218,13 @@ class Supervisor:
         url = self.progress_url
         if url is None:
             return
-        status = fetch_status(url, timeout=min(0.5, self.poll_interval))
+        status = fetch_status(url, timeout=2.0)
         if status is not None:
-            if self.status is None or status.checkpoint_step != self.status.checkpoint_step:
-                if status.checkpoint_step is not None:
-                    self.display.event(f"checkpoint at step {status.checkpoint_step}: {status.checkpoint_path}")
+            before = self.status or Status()
+            if status.message and status.message != before.message:
+                self.display.event(f"chief-0: {status.message}")
+            if status.checkpoint_step is not None and status.checkpoint_step != before.checkpoint_step:
+                self.display.event(f"checkpoint at step {status.checkpoint_step}: {status.checkpoint_path}")
             self.status = status
             self.display.update(status)
 
