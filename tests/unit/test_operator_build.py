@@ -223,3 +223,12 @@ def test_operator_never_imports_tensorflow():
             "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'tf_keras')]; "
             "sys.exit(f'imported {bad}' if bad else 0)")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_export_pod_carries_the_chief_templates_labels_and_annotations():
+    job = make_job(replicas={"chief": {"replicas": 1, "template": {"metadata": {
+        "labels": {"team": "vision"}, "annotations": {"sidecar.istio.io/inject": "false"}}}}})
+    tpl = export_job(job, CFG)["spec"]["template"]
+    assert tpl["metadata"]["labels"]["team"] == "vision"
+    assert tpl["metadata"]["labels"]["app.kubernetes.io/component"] == "export"
+    assert tpl["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}

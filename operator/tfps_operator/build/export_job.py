@@ -9,14 +9,15 @@ from tfps_trainer.config import SETTINGS_ENV
 from ..api.models import PSTrainingJob
 from ..settings import BuildConfig
 from . import labels, names
-from .pods import pod_spec, settings_env
+from .pods import merged_meta, pod_spec, settings_env
 
 EXPORT_COMMAND = ["python", "-m", "tfps_trainer.export"]
 
 
 def export_job(job: PSTrainingJob, cfg: BuildConfig) -> dict[str, Any]:
     """A ``batch/v1`` Job owned by the PSTrainingJob. It runs with the chief's template overrides
-    (scheduling, pull secrets, extra volumes: it loads the same model code), ``spec.export.resources``
+    (labels, annotations, scheduling, pull secrets, extra volumes: it loads the same model code),
+    ``spec.export.resources``
     and ``spec.export.backoffLimit``. The exporter reports its result as the container's termination
     message (tfps_trainer.export.result)."""
     name = job.metadata.name
@@ -37,14 +38,18 @@ def export_job(job: PSTrainingJob, cfg: BuildConfig) -> dict[str, Any]:
         container.pop("resources", None)
         if res:
             container["resources"] = res.to_wire()
-    pod_labels = labels.base_labels(name, labels.EXPORT_COMPONENT)
+    ours = labels.base_labels(name, labels.EXPORT_COMPONENT)
+    pod_labels, annotations = merged_meta(chief_template, ours)
     job_name = names.export_job_name(name)
+    template_meta: dict[str, Any] = {"labels": pod_labels}
+    if annotations:
+        template_meta["annotations"] = annotations
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": labels.child_metadata(job, job_name, dict(pod_labels)),
+        "metadata": labels.child_metadata(job, job_name, dict(ours)),
         "spec": {
             "backoffLimit": job.spec.export.backoff_limit,
-            "template": {"metadata": {"labels": pod_labels}, "spec": spec},
+            "template": {"metadata": template_meta, "spec": spec},
         },
     }

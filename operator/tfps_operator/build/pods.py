@@ -161,7 +161,7 @@ def pod_spec(
     return spec
 
 
-def _merged_meta(override: PodTemplateOverride | None, ours: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+def merged_meta(override: PodTemplateOverride | None, ours: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """Template labels and annotations, with the operator's labels winning on a clash."""
     m = override.metadata if override and override.metadata else None
     return {**((m.labels if m else None) or {}), **ours}, dict((m.annotations if m else None) or {})
@@ -192,7 +192,7 @@ def trainer_pod(job: PSTrainingJob, role: Role, index: int, cfg: BuildConfig, re
     pod = names.pod_name(name, role, index)
     spec["hostname"] = pod
     spec["subdomain"] = names.service_name(name)
-    pod_labels, annotations = _merged_meta(replica.template, labels.pod_labels(name, role, index, restart))
+    pod_labels, annotations = merged_meta(replica.template, labels.pod_labels(name, role, index, restart))
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -1,0 +1,61 @@
+"""Fixtures for the operator tests: the CRD installed, a namespace with a bound claim, the operator running."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from operator_harness import Cluster, OperatorProcess  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def crd_installed(kubeconfig: str) -> None:
+    from support.crd import install_crd
+
+    install_crd(kubeconfig)
+
+
+@pytest.fixture
+def kube(k8s: Any, namespace: str, wait_until: Callable[..., Any], crd_installed: None) -> Iterator[Cluster]:
+    c = Cluster(k8s, namespace, wait_until)
+    c.bound_claim("data")
+    yield c
+    try:
+        c.core.delete_persistent_volume(f"{namespace}-data")
+    except Exception:  # noqa: BLE001 - best effort, cluster-scoped leftovers are only noise
+        pass
+
+
+@pytest.fixture
+def start_operator(kubeconfig: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., OperatorProcess]]:
+    """``start_operator(namespace, **kw)``: a running operator; stopped (and its log shown on failure) at teardown."""
+    procs: list[OperatorProcess] = []
+
+    def start(namespace: str, **kw: Any) -> OperatorProcess:
+        op = OperatorProcess(kubeconfig, [namespace], tmp_path / f"operator-{len(procs)}.log", **kw)
+        procs.append(op)
+        return op.start()
+
+    yield start
+    for op in procs:
+        op.stop()
+    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+        for op in procs:
+            sys.stderr.write(f"\n--- {op.log_path.name} ---\n{op.log()[-6000:]}\n")
+
+
+@pytest.fixture
+def operator(kube: Cluster, start_operator: Callable[..., OperatorProcess]) -> OperatorProcess:
+    return start_operator(kube.ns)
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)

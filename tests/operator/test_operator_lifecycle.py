@@ -1,0 +1,262 @@
+"""The operator against the real API server (hack/cluster): kwok runs the pods, the tests play kubelet."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from operator_harness import job_body
+from tfps_trainer.export.result import ArtifactResult, ExportFailed, ExportSucceeded, encode
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
+
+TRAINERS = ["j-chief-0", "j-ps-0", "j-worker-0", "j-worker-1"]
+KWOK_HANDS_OFF = {"metadata": {"annotations": {"kwok.x-k8s.io/status": "custom"}}}
+
+
+def uids(pods):
+    return {n: p["metadata"]["uid"] for n, p in pods.items()}
+
+
+def env_of(pod):
+    return {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+
+
+def test_apply_creates_pods_service_and_network_policy_with_tf_config(kube, operator):
+    kube.create_job(job_body("j"))
+    pods = kube.wait_pods_running("j", TRAINERS)
+    st = kube.wait_phase("j", "Running")
+    assert st["workers"] == "2/2"
+    assert st["replicaStatuses"]["ps"]["active"] == 1
+    job = kube.job("j")
+    owner = {"apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob", "name": "j", "uid": job["metadata"]["uid"],
+             "controller": True, "blockOwnerDeletion": True}
+
+    tf = json.loads(env_of(pods["j-worker-1"])["TF_CONFIG"])
+    ns = kube.ns
+    assert tf == {"cluster": {"chief": [f"j-chief-0.j.{ns}.svc:2222"], "ps": [f"j-ps-0.j.{ns}.svc:2222"],
+                              "worker": [f"j-worker-0.j.{ns}.svc:2222", f"j-worker-1.j.{ns}.svc:2222"]},
+                  "task": {"type": "worker", "index": 1}}
+    for name, pod in pods.items():
+        assert pod["metadata"]["ownerReferences"] == [owner]
+        assert pod["spec"]["hostname"] == name and pod["spec"]["subdomain"] == "j"
+        # Kopf keeps its bookkeeping off the pods: no finalizers, no annotations of its own.
+        assert not pod["metadata"].get("finalizers")
+        assert not [a for a in (pod["metadata"].get("annotations") or {}) if "kopf" in a or a.startswith("tfps.dev/")]
+    assert "tfps.dev/finalizer" in job["metadata"]["finalizers"]
+    assert not [a for a in (job["metadata"].get("annotations") or {}) if "kopf.zalando.org" in a]
+
+    svc = kube.d(kube.core.read_namespaced_service("j", ns))
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
+    assert svc["metadata"]["ownerReferences"] == [owner]
+    np = kube.d(kube.net.read_namespaced_network_policy("j", ns))
+    assert np["spec"]["ingress"][0]["ports"] == [{"port": 2222, "protocol": "TCP"}]
+    assert np["metadata"]["ownerReferences"] == [owner]
+
+    running = kube.condition("j", "Running")
+    assert running["status"] == "True" and running["observedGeneration"] == job["metadata"]["generation"]
+    assert {"Accepted", "Running"} <= kube.event_reasons("j")
+    metrics = operator.metrics()
+    assert 'tfps_jobs{phase="Running"} 1.0' in metrics
+    assert "tfps_reconcile_total" in metrics and "tfps_reconcile_duration_seconds_count" in metrics
+
+
+def test_worker_failure_recreates_the_same_worker_and_leaves_the_ps_alone(kube, operator):
+    kube.create_job(job_body("j"))
+    before = uids(kube.wait_pods_running("j", TRAINERS))
+    kube.wait_phase("j", "Running")
+    kube.finish_pod("j-worker-1", "Failed", 1, "worker OOM")
+    after = kube.wait_until(
+        lambda: (u := uids(kube.wait_pods_running("j", TRAINERS)))["j-worker-1"] != before["j-worker-1"] and u,
+        timeout=30, interval=0.3, what="worker-1 recreated")
+    assert {n: after[n] for n in ("j-chief-0", "j-ps-0", "j-worker-0")} == \
+           {n: before[n] for n in ("j-chief-0", "j-ps-0", "j-worker-0")}
+    st = kube.status("j")
+    assert st["restarts"] == 0 and st["phase"] == "Running"
+    assert "WorkerRestarted" in kube.event_reasons("j")
+    assert 'tfps_pod_restarts_total{role="worker"} 1.0' in operator.metrics()
+
+
+def test_ps_failure_restarts_the_whole_job_then_backoff_limit_fails_it(kube, operator):
+    kube.create_job(job_body("j", run_policy={"backoffLimit": 1}))
+    before = uids(kube.wait_pods_running("j", TRAINERS))
+    kube.wait_phase("j", "Running")
+    kube.finish_pod("j-ps-0", "Failed", 137, reason="OOMKilled")
+    kube.wait_until(lambda: kube.status("j").get("restarts") == 1, timeout=20, what="restarts == 1")
+    after = kube.wait_until(
+        lambda: (u := uids(kube.wait_pods_running("j", TRAINERS))) and not set(u.values()) & set(before.values()) and u,
+        timeout=30, interval=0.3, what="every pod recreated")
+    assert all(p["metadata"]["labels"]["tfps.dev/restart"] == "1" for p in kube.trainer_pods("j").values())
+    kube.wait_phase("j", "Running")
+    assert kube.condition("j", "Restarting")["status"] == "False"
+
+    kube.finish_pod("j-chief-0", "Failed", 1, "chief crashed")
+    st = kube.wait_phase("j", "Failed")
+    assert st["restarts"] == 1
+    failed = kube.condition("j", "Failed")
+    assert failed["reason"] == "BackoffLimitExceeded" and "backoffLimit is 1" in failed["message"]
+    # cleanPodPolicy Running: the running PS and workers go, the failed chief stays for its logs.
+    kube.wait_until(lambda: sorted(kube.trainer_pods("j")) == ["j-chief-0"], timeout=20, what="running pods deleted")
+    assert after["j-chief-0"] == kube.trainer_pods("j")["j-chief-0"]["metadata"]["uid"]
+
+
+def test_active_deadline_fails_the_job_by_timer(kube, operator):
+    kube.create_job(job_body("j", run_policy={"activeDeadlineSeconds": 4}))
+    kube.wait_phase("j", "Running")
+    st = kube.wait_phase("j", "Failed", timeout=20)
+    assert kube.condition("j", "Failed")["reason"] == "DeadlineExceeded"
+    assert st["completionTime"]
+    kube.wait_until(lambda: not kube.trainer_pods("j"), timeout=20, what="pods deleted")
+
+
+def test_chief_success_without_export_removes_ps_and_workers_and_succeeds(kube, operator):
+    kube.create_job(job_body("j", export=False))
+    kube.wait_pods_running("j", TRAINERS)
+    kube.finish_pod("j-chief-0", "Succeeded", 0)
+    st = kube.wait_phase("j", "Succeeded")
+    assert kube.condition("j", "Succeeded")["reason"] == "TrainingSucceeded" and st["completionTime"]
+    kube.wait_until(lambda: sorted(kube.trainer_pods("j")) == ["j-chief-0"], timeout=20, what="ps/workers deleted")
+    assert "TrainingSucceeded" in kube.event_reasons("j")
+
+
+def _finish_training_with_export(kube, export_spec=None):
+    """Chief and export pods are left to the test (kwok hands off); PS/workers run."""
+    kube.create_job(job_body("j", export=True, chief_template=KWOK_HANDS_OFF, export_spec=export_spec))
+    kube.wait_until(lambda: "j-chief-0" in kube.trainer_pods("j"), timeout=20, what="chief created")
+    kube.finish_pod("j-chief-0", "Succeeded", 0)
+    kube.wait_phase("j", "Exporting")
+    ej = kube.d(kube.batch.read_namespaced_job("j-export", kube.ns))
+    assert ej["metadata"]["ownerReferences"][0]["name"] == "j"
+    assert ej["spec"]["template"]["spec"]["containers"][0]["command"] == ["python", "-m", "tfps_trainer.export"]
+    pod = kube.wait_until(lambda: next(iter(kube.pods("job-name=j-export")), None), timeout=20, what="export pod")
+    return pod
+
+
+def test_export_job_runs_after_training_and_its_result_lands_in_status(kube, operator):
+    pod = _finish_training_with_export(kube)
+    result = ExportSucceeded(step=10, path="exports/10", manifest="exports/10/manifest.json", artifacts=[
+        ArtifactResult(format="savedmodel", path="exports/10/savedmodel", bytes=51234, sha256="ab" * 32, max_error=0.0),
+        ArtifactResult(format="onnx", path="exports/10/model.onnx", bytes=4096, sha256="cd" * 32, max_error=2e-7)])
+    kube.finish_pod(pod, "Succeeded", 0, encode(result))
+    st = kube.wait_phase("j", "Succeeded")
+    assert kube.condition("j", "Succeeded")["reason"] == "ExportSucceeded"
+    assert st["export"]["jobName"] == "j-export" and st["export"]["step"] == 10
+    assert [(a["format"], a["bytes"], a["sha256"]) for a in st["export"]["artifacts"]] == [
+        ("savedmodel", 51234, "ab" * 32), ("onnx", 4096, "cd" * 32)]
+    kube.wait_until(lambda: sorted(kube.trainer_pods("j")) == ["j-chief-0"], timeout=20, what="ps/workers deleted")
+    assert len(kube.batch.list_namespaced_job(kube.ns).items) == 1  # never a second export Job
+
+
+def test_failing_export_job_fails_the_job_with_the_exporters_message(kube, operator):
+    pod = _finish_training_with_export(kube, export_spec={"backoffLimit": 0})
+    kube.finish_pod(pod, "Failed", 7, encode(ExportFailed(reason="VerificationFailed",
+                                                          message="onnx: max abs error 0.3 > tolerance 1e-05")))
+    kube.wait_phase("j", "Failed", timeout=40)
+    failed = kube.condition("j", "Failed")
+    assert failed["reason"] == "ExportFailed"
+    assert failed["message"] == "VerificationFailed: onnx: max abs error 0.3 > tolerance 1e-05"
+
+
+def test_suspend_deletes_the_pods_and_resume_brings_them_back(kube, operator):
+    kube.create_job(job_body("j"))
+    kube.wait_phase("j", "Running")
+    kube.patch_job("j", {"spec": {"runPolicy": {"suspend": True}}})
+    kube.wait_phase("j", "Suspended")
+    kube.wait_until(lambda: not kube.trainer_pods("j"), timeout=20, what="pods deleted")
+    assert kube.job("j") is not None
+    kube.patch_job("j", {"spec": {"runPolicy": {"suspend": False}}})
+    kube.wait_pods_running("j", TRAINERS)
+    kube.wait_phase("j", "Running")
+    assert kube.condition("j", "Suspended")["reason"] == "JobResumed"
+    assert {"JobSuspended", "JobResumed"} <= kube.event_reasons("j")
+
+
+def test_ttl_after_finished_deletes_the_job_and_its_children(kube, operator):
+    kube.create_job(job_body("j", run_policy={"ttlSecondsAfterFinished": 2, "cleanPodPolicy": "None"}))
+    kube.wait_pods_running("j", TRAINERS)
+    kube.finish_pod("j-chief-0", "Succeeded", 0)
+    kube.wait_phase("j", "Succeeded")
+    kube.wait_until(lambda: kube.job("j") is None, timeout=30, what="job deleted by TTL")
+    kube.wait_until(lambda: not kube.trainer_pods("j"), timeout=30, what="pods garbage-collected")
+
+
+def test_deleting_the_job_deletes_every_child(kube, operator):
+    kube.create_job(job_body("j"))
+    kube.wait_phase("j", "Running")
+    kube.delete_job("j")
+    kube.wait_until(lambda: kube.job("j") is None, timeout=30, what="job gone (finalizer released)")
+    kube.wait_until(lambda: not kube.trainer_pods("j"), timeout=30, what="pods garbage-collected")
+    kube.wait_until(lambda: not kube.core.list_namespaced_service(kube.ns).items, timeout=30, what="service gone")
+    kube.wait_until(lambda: not kube.net.list_namespaced_network_policy(kube.ns).items, timeout=30, what="netpol gone")
+
+
+def test_operator_killed_mid_job_restarts_without_duplicates_or_double_counting(kube, start_operator):
+    op = start_operator(kube.ns)
+    kube.create_job(job_body("j"))
+    kube.wait_pods_running("j", TRAINERS)
+    kube.wait_phase("j", "Running")
+    op.kill()
+    kube.finish_pod("j-ps-0", "Failed", 137)   # fails while nobody watches
+    op2 = start_operator(kube.ns)
+    kube.wait_until(lambda: kube.status("j").get("restarts") == 1, timeout=30, what="restart counted")
+    kube.wait_pods_running("j", TRAINERS)
+    kube.wait_phase("j", "Running")
+    op2.kill()                                # and again, with nothing to do
+    op3 = start_operator(kube.ns)
+    kube.wait_until(lambda: _reconciles(op3.metrics()) >= 1, timeout=20, what="a reconciliation after restart")
+    pods = kube.wait_pods_running("j", TRAINERS)
+    assert len(pods) == 4 and kube.status("j")["restarts"] == 1
+    assert all(p["metadata"]["labels"]["tfps.dev/restart"] == "1" for p in pods.values())
+
+
+def test_restricted_podsecurity_namespace_admits_the_pods(make_namespace, k8s, wait_until, crd_installed, start_operator):
+    from operator_harness import Cluster
+
+    ns = make_namespace(labels={"pod-security.kubernetes.io/enforce": "restricted",
+                                "pod-security.kubernetes.io/enforce-version": "latest"})
+    kube = Cluster(k8s, ns, wait_until)
+    kube.bound_claim("data")
+    try:
+        start_operator(ns)
+        kube.create_job(job_body("j"))
+        kube.wait_pods_running("j", TRAINERS)
+        kube.wait_phase("j", "Running")
+        assert kube.condition("j", "Created")["status"] == "True"
+    finally:
+        kube.core.delete_persistent_volume(f"{ns}-data")
+
+
+def test_quota_refusal_is_a_clear_condition_and_recovers_when_lifted(kube, start_operator):
+    kube.core.create_namespaced_resource_quota(kube.ns, {"metadata": {"name": "pods"}, "spec": {"hard": {"pods": "2"}}})
+    kube.wait_until(lambda: kube.core.read_namespaced_resource_quota("pods", kube.ns).status.hard, timeout=20,
+                    what="quota active")
+    op = start_operator(kube.ns)
+    kube.create_job(job_body("j"))
+    created = kube.wait_until(lambda: (c := kube.condition("j", "Created")) and c["status"] == "False" and c,
+                              timeout=30, what="Created=False")
+    assert created["reason"] == "CreateFailed" and "exceeded quota" in created["message"]
+    assert "CreateFailed" in kube.event_reasons("j")
+    reconciles_then = _reconciles(op.metrics())
+    kube.core.delete_namespaced_resource_quota("pods", kube.ns)
+    kube.wait_pods_running("j", TRAINERS, timeout=30)
+    kube.wait_phase("j", "Running")
+    assert kube.condition("j", "Created")["status"] == "True"
+    assert _reconciles(op.metrics()) - reconciles_then < 60  # backoff, not a hot loop
+
+
+def _reconciles(metrics: str) -> float:
+    return sum(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("tfps_reconcile_total{"))
+
+
+def test_claim_template_creates_an_owned_pvc_and_unscheduled_pods_stay_pending(kube, operator):
+    body = job_body("j")
+    body["spec"]["storage"] = {"volumeClaimTemplate": {"size": "1Gi", "storageClassName": "none-such"}}
+    kube.create_job(body)
+    pvc = kube.wait_until(lambda: kube.core.list_namespaced_persistent_volume_claim(
+        kube.ns, label_selector="tfps.dev/job-name=j").items, timeout=20, what="PVC created")[0]
+    assert pvc.metadata.name == "j-storage" and pvc.metadata.owner_references[0].name == "j"
+    sched = kube.wait_until(lambda: (c := kube.condition("j", "Scheduled")) and c["status"] == "False" and c,
+                            timeout=30, what="Scheduled=False")
+    assert "persistentvolumeclaim" in sched["message"].lower() or "unbound" in sched["message"].lower()
+    assert kube.status("j")["phase"] == "Pending"

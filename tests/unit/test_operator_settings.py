@@ -1,0 +1,60 @@
+"""Operator settings from flags and TFPS_* environment variables, and the status patch it writes."""
+
+from __future__ import annotations
+
+from argparse import Namespace
+
+import pytest
+
+from tfps_operator.api.models import PSTrainingJobStatus
+from tfps_operator.kube.executor import status_patch
+from tfps_operator.runner import kopf_kwargs
+from tfps_operator.settings import from_args
+
+NO_FLAGS = Namespace(namespace=None, default_image=None, log_format=None, health_port=None, metrics_port=None,
+                     peering=None, kubeconfig=None, verbose=False)
+
+
+def test_defaults_outside_a_pod_bind_loopback_and_watch_everything():
+    s = from_args(NO_FLAGS, {})
+    assert s.namespaces == () and s.bind_address == "127.0.0.1"
+    assert (s.health_port, s.metrics_port, s.log_format, s.peering) == (8080, 9090, "plain", None)
+    assert s.build.default_image == "tfps-trainer:0.1.0"
+    kw = kopf_kwargs(s)
+    assert kw["clusterwide"] is True and kw["standalone"] is True
+    assert kw["liveness_endpoint"] == "http://127.0.0.1:8080/healthz"
+
+
+def test_in_a_pod_servers_listen_on_all_interfaces_and_the_netpol_names_the_operator_namespace():
+    s = from_args(NO_FLAGS, {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "TFPS_OPERATOR_NAMESPACE": "tfps-system"})
+    assert s.bind_address == "0.0.0.0"
+    assert dict(s.build.operator_namespace_labels) == {"kubernetes.io/metadata.name": "tfps-system"}
+
+
+def test_environment_fallbacks_and_flags_win_over_them():
+    env = {"TFPS_NAMESPACES": "a, b", "TFPS_DEFAULT_IMAGE": "img:1", "TFPS_LOG_FORMAT": "json", "TFPS_PEERING": "tfps",
+           "TFPS_HEALTH_PORT": "1234", "TFPS_OPERATOR_POD_LABELS": "app=op,tier=control"}
+    s = from_args(NO_FLAGS, env)
+    assert s.namespaces == ("a", "b") and s.build.default_image == "img:1" and s.log_format == "json"
+    assert s.peering == "tfps" and s.health_port == 1234
+    assert dict(s.build.operator_pod_labels) == {"app": "op", "tier": "control"}
+    flags = Namespace(**{**vars(NO_FLAGS), "namespace": ["c"], "default_image": "img:2", "health_port": 99})
+    s = from_args(flags, env)
+    assert s.namespaces == ("c",) and s.build.default_image == "img:2" and s.health_port == 99
+    kw = kopf_kwargs(s)
+    assert kw["namespaces"] == ["c"] and kw["clusterwide"] is False and kw["peering_name"] == "tfps"
+
+
+@pytest.mark.parametrize("env,field", [({"TFPS_LOG_FORMAT": "xml"}, "TFPS_LOG_FORMAT"),
+                                       ({"TFPS_OPERATOR_POD_LABELS": "novalue"}, "novalue")])
+def test_bad_settings_name_the_variable(env, field):
+    with pytest.raises(ValueError, match=field):
+        from_args(NO_FLAGS, env)
+
+
+def test_status_patch_carries_only_the_reconcilers_fields_and_nulls_to_remove():
+    st = PSTrainingJobStatus.model_validate({"phase": "Suspended", "restarts": 2, "checkpoint": {"step": 5}})
+    patch = status_patch(st)
+    assert patch["phase"] == "Suspended" and patch["restarts"] == 2
+    assert patch["startTime"] is None  # merge patch: removes a stale start time
+    assert "checkpoint" not in patch and "progress" not in patch  # the progress monitor's fields
