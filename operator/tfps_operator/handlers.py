@@ -33,8 +33,20 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: lo
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=PREFIX, key="last-handled-configuration")
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
+    settings.peering.lifetime = ours.peering_lifetime
     memo.controller = Controller(await Kube.connect(ours.kubeconfig), ours)
     logger.info("tfps operator ready (namespaces: %s)", ", ".join(ours.namespaces) or "all")
+
+
+@kopf.on.login()
+def login(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    """Kopf's own credential readers, without an API client library: the pod's service account,
+    else the kubeconfig (``--kubeconfig`` is exported as ``$KUBECONFIG`` by the runner)."""
+    if memo.settings.kubeconfig is None:
+        info = kopf.login_with_service_account(settings=settings, **kwargs)
+        if info is not None:
+            return info
+    return kopf.login_with_kubeconfig(settings=settings, **kwargs)
 
 
 @kopf.on.cleanup()

@@ -48,6 +48,8 @@ class OperatorSettings:
     """Address of the health and metrics servers: 0.0.0.0 in a pod, loopback elsewhere."""
     peering: str | None = None
     peering_priority: int | None = None
+    peering_lifetime: int = 60
+    """Seconds a silent peer is still considered alive (and keeps the others paused)."""
     kubeconfig: str | None = None
     verbose: bool = False
     resync_seconds: float = 60.0
@@ -96,6 +98,7 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
         bind_address=_first(env.get("TFPS_BIND_ADDRESS"), "0.0.0.0" if in_cluster else "127.0.0.1"),
         peering=_first(getattr(args, "peering", None), env.get("TFPS_PEERING")),
         peering_priority=int(priority) if priority else None,
+        peering_lifetime=int(env.get("TFPS_PEERING_LIFETIME", 60)),
         kubeconfig=_first(getattr(args, "kubeconfig", None), env.get("KUBECONFIG")),
         verbose=bool(getattr(args, "verbose", False)) or env.get("TFPS_VERBOSE", "") in ("1", "true"),
         resync_seconds=float(env.get("TFPS_RESYNC_SECONDS", 60)),

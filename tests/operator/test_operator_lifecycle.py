@@ -260,3 +260,28 @@ def test_claim_template_creates_an_owned_pvc_and_unscheduled_pods_stay_pending(k
                             timeout=30, what="Scheduled=False")
     assert "persistentvolumeclaim" in sched["message"].lower() or "unbound" in sched["message"].lower()
     assert kube.status("j")["phase"] == "Pending"
+
+
+def test_two_peered_operators_never_both_act_and_the_standby_takes_over(kube, start_operator, kubectl):
+    import yaml
+
+    from tfps_operator.peering import manifests
+
+    peering = f"tfps-{kube.ns}"
+    kubectl("apply", "--server-side", "--field-manager=tfps-tests", "-f", "-",
+            input=yaml.safe_dump_all(manifests(peering, [kube.ns])))
+    common = {"TFPS_PEERING_LIFETIME": "4"}
+    leader = start_operator(kube.ns, extra_env={**common, "TFPS_PEERING_PRIORITY": "200"}, extra_args=["--peering", peering])
+    standby = start_operator(kube.ns, extra_env={**common, "TFPS_PEERING_PRIORITY": "100"}, extra_args=["--peering", peering])
+    kube.wait_until(lambda: "Pausing operations in favour of" in standby.log(), timeout=30, what="standby paused")
+    kube.create_job(job_body("j"))
+    before = uids(kube.wait_pods_running("j", TRAINERS))
+    kube.wait_phase("j", "Running")
+    assert _reconciles(leader.metrics()) >= 1
+    assert _reconciles(standby.metrics()) == 0  # paused: it never touched the job
+
+    leader.kill()
+    kube.finish_pod("j-worker-0", "Failed", 1)
+    kube.wait_until(lambda: (u := uids(kube.wait_pods_running("j", TRAINERS)))["j-worker-0"] != before["j-worker-0"],
+                    timeout=60, interval=0.5, what="standby took over and recreated worker-0")
+    assert _reconciles(standby.metrics()) >= 1
