@@ -178,3 +178,41 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def checkpoint_steps(directory: str | Path) -> list[int]:
+    """Steps of the complete checkpoints (``ckpt-<step>.index``) in ``directory``, sorted."""
+    d = Path(directory)
+    if not d.is_dir():
+        return []
+    return sorted(int(p.name[len("ckpt-"):-len(".index")]) for p in d.glob("ckpt-*.index"))
+
+
+def stored_step(prefix: str) -> int:
+    """The global step saved inside a checkpoint."""
+    import tensorflow as tf
+
+    return int(tf.train.load_checkpoint(prefix).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+def checkpoint_tensors(prefix: str) -> dict[str, Any]:
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(prefix)
+    return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()}
+
+
+def scalar_events(directory: str | Path, tag: str, newest_file_only: bool = False) -> dict[int, float]:
+    """step -> value of scalar ``tag`` in the TensorBoard event files under ``directory``."""
+    import tensorflow as tf
+
+    files = sorted(Path(directory).glob("events.out.tfevents.*"), key=lambda p: p.stat().st_mtime)
+    if newest_file_only:
+        files = files[-1:]
+    out: dict[int, float] = {}
+    for f in files:
+        for event in tf.compat.v1.train.summary_iterator(str(f)):
+            for value in event.summary.value:
+                if value.tag == tag:
+                    out[int(event.step)] = float(tf.make_ndarray(value.tensor))
+    return out

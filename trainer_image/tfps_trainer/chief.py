@@ -111,6 +111,9 @@ class Trainer:
             self.last_checkpoint = checkpoints.info_for(path)
             self.progress.update(step=start, checkpoint=self.last_checkpoint,
                                  message=f"resumed from checkpoint step {start}")
+            print(f"tfps-trainer chief: resumed from checkpoint step {start} ({path})", flush=True)
+        else:
+            print("tfps-trainer chief: no checkpoint found, starting at step 0", flush=True)
         return start
 
     def run(self) -> int:

@@ -1,0 +1,63 @@
+"""Real multi-process PS training on loopback: 1 chief, 2 PS, 2 workers (+ evaluator)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from trainer_cluster import LocalCluster, checkpoint_steps, make_settings, scalar_events, stored_step
+
+from tfps_trainer.config import CheckpointSettings
+
+pytestmark = [pytest.mark.tf, pytest.mark.timeout(300)]
+
+
+def test_trains_checkpoints_on_schedule_and_evaluates(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "job", steps=300, checkpoint=CheckpointSettings(every_steps=100, keep=5))
+    with LocalCluster(tmp_path / "procs", settings, evaluator=1) as cluster:
+        cluster.start_all()
+        snap = cluster.wait_for_step(1)
+        assert snap["state"] == "running" and snap["target_steps"] == 300 and snap["role"] == "chief"
+        metrics = cluster.metrics_text()
+        assert metrics is not None and "tfps_target_steps" in metrics and 'state="running"' in metrics
+        snap = cluster.wait_for_step(120)  # the first checkpoint (step 100) is reported while running
+        assert snap["checkpoint"]["step"] == 100 and snap["checkpoint"]["path"].endswith("ckpt-100")
+        assert snap["checkpoint"]["time"].endswith("+00:00")
+        assert cluster.wait() == 0, cluster.tail()
+        assert cluster.wait("evaluator", timeout=120) == 0, cluster.tail("evaluator")
+
+    ckpt_dir = settings.paths.checkpoints
+    assert checkpoint_steps(ckpt_dir) == [100, 200, 300]
+    for step in (100, 200, 300):
+        assert stored_step(f"{ckpt_dir}/ckpt-{step}") == step
+    assert "completed step 300/300" in cluster.termination_log("chief", 0).read_text()
+    assert "evaluated final checkpoint step 300" in cluster.termination_log("evaluator", 0).read_text()
+
+    losses = scalar_events(Path(settings.paths.tensorboard) / "chief", "loss")
+    assert len(losses) >= 3 and max(losses) == 300
+    first, last = losses[min(losses)], losses[max(losses)]
+    assert last < first / 5, f"loss did not decrease: {first} -> {last}"
+    assert scalar_events(Path(settings.paths.tensorboard) / "chief", "steps_per_second")
+    eval_loss = scalar_events(Path(settings.paths.tensorboard) / "eval", "loss")
+    assert 300 in eval_loss and eval_loss[300] < first
+
+
+def test_restarting_the_cluster_resumes_from_the_latest_checkpoint(tmp_path: Path) -> None:
+    first = make_settings(tmp_path / "job", steps=100, checkpoint=CheckpointSettings(every_steps=50))
+    with LocalCluster(tmp_path / "run1", first) as cluster:
+        cluster.start_all()
+        assert cluster.wait() == 0, cluster.tail()
+    assert checkpoint_steps(first.paths.checkpoints) == [50, 100]
+
+    # Same job storage, more steps, a fresh cluster on new ports (as after a full restart).
+    second = first.model_copy(update={"steps": 160})
+    with LocalCluster(tmp_path / "run2", second) as cluster:
+        cluster.start_all()
+        assert cluster.wait() == 0, cluster.tail()
+        log = cluster.log("chief", 0).read_text()
+    assert "resumed from checkpoint step 100" in log
+    assert checkpoint_steps(second.paths.checkpoints)[-2:] == [150, 160]
+    assert stored_step(f"{second.paths.checkpoints}/ckpt-160") == 160
+    # The restarted chief's own event file starts after step 100 and ends at 160.
+    run2 = scalar_events(Path(second.paths.tensorboard) / "chief", "loss", newest_file_only=True)
+    assert min(run2) > 100 and max(run2) == 160
