@@ -104,6 +104,8 @@ class Controller:
         meta = body["metadata"]
         cache_key = (meta.get("uid", ""), int(meta.get("generation") or 0))
         if cache_key not in self._parsed:
+            if len(self._parsed) > 1024:  # forget the oldest parse
+                self._parsed.pop(next(iter(self._parsed)))
             try:
                 self._parsed[cache_key] = parse_job(body)
             except ValueError as exc:

@@ -407,3 +407,54 @@ def test_created_condition_turns_true_when_every_child_exists():
     creation_failed(st, 1, {"Pod/mnist-ps-0": "quota"}, T0)
     plan = reconcile(job, st, observed(job, all_pods(job, "Pending")), later(5), CFG)
     assert cond(plan, C.CREATED) == ("True", "ChildrenCreated")
+
+
+# --- more situations ------------------------------------------------------------------------------
+
+def test_ps_failing_again_while_restarting_counts_a_second_restart():
+    job = make_job(ps=1, workers=1)
+    pods = all_pods(job, restart=1)
+    pods[1] = pod(job, "ps", 0, "Failed", exit_code=1, restart=1)
+    plan = reconcile(job, status(phase="Restarting", restarts=1, startTime=T0.isoformat()), observed(job, pods), later(1), CFG)
+    assert plan.status.restarts == 2 and plan.status.phase == "Restarting"
+
+
+def test_pods_beyond_the_spec_are_deleted_as_stale():
+    job = make_job(ps=1, workers=1)
+    bigger = make_job(ps=1, workers=2)
+    plan = reconcile(job, status(**RUNNING), observed(job, all_pods(bigger)), later(1), CFG)
+    assert deleted_names(plan) == ["mnist-worker-1"] and plan.creates() == []
+
+
+def test_suspend_is_ignored_once_exporting():
+    job = make_job(ps=1, workers=1, runPolicy={"suspend": True})
+    obs = observed(job, [export_pod(job, "Running")], export_job=batch_job(job))
+    plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(1), CFG)
+    assert plan.status.phase == "Exporting" and plan.actions == []
+
+
+def test_export_switched_off_while_exporting_finishes_as_succeeded():
+    job = make_job(ps=1, workers=1, export={"enabled": False})
+    plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), observed(job), later(1), CFG)
+    assert plan.status.phase == "Succeeded"
+
+
+def test_observed_pod_reads_phase_exit_code_and_termination_message_from_a_raw_pod():
+    from tfps_operator.reconcile.observed import pod_obs
+
+    job = make_job()
+    p = pod_obs(pod(job, "worker", 2, "Failed", exit_code=137, message="OOMKilled\n", restart=3))
+    assert (p.name, p.role, p.index, p.restart, p.phase, p.exit_code, p.message) == \
+           ("mnist-worker-2", "worker", 2, 3, "Failed", 137, "OOMKilled")
+    assert not p.active
+    q = pod_obs({"metadata": {"name": "x", "uid": "u", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+                 "status": {"phase": "Running"}})
+    assert q.deleting and not q.active and q.role is None
+
+
+def test_status_workers_column_counts_running_workers():
+    job = make_job(ps=1, workers=3)
+    pods = all_pods(job, worker_2="Pending")
+    plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), observed(job, pods), later(1), CFG)
+    assert plan.status.workers == "2/3"
+    assert plan.status.replica_statuses["worker"].active == 3
