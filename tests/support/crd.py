@@ -29,13 +29,14 @@ def install_crd(kubeconfig: str, timeout: float = 60) -> dict[str, Any]:
     from kubernetes import client, config
     from kubernetes.client.rest import ApiException
 
-    manifest = crd_manifest()
+    text = CRD_PATH.read_text(encoding="utf-8")
+    manifest = yaml.safe_load(text)
     name = manifest["metadata"]["name"]
     api_client = config.new_client_from_config(config_file=kubeconfig)
     try:
         ext = client.ApiextensionsV1Api(api_client)
         ext.patch_custom_resource_definition(
-            name, manifest, field_manager=FIELD_MANAGER, force=True,
+            name, text, field_manager=FIELD_MANAGER, force=True,
             _content_type="application/apply-patch+yaml",
         )
         group, version = manifest["spec"]["group"], manifest["spec"]["versions"][0]["name"]
