@@ -13,13 +13,15 @@ from tfps_trainer.contract import load
 
 def train_and_checkpoint(root: Path, module: str, args: dict, steps: int = 30, batch_size: int = 32,
                          checkpoint_every: int | None = None) -> int:
-    """Train ``steps`` steps; save at the end (and every ``checkpoint_every``); return the last step."""
+    """Train ``steps`` more steps (resuming from the latest checkpoint); save at the end (and every ``checkpoint_every``); return the last step."""
     contract = load(module)
     model = contract.build_model(args)
     opt = contract.optimizer(args)
     step = tf.Variable(0, dtype=tf.int64, name="step")
     ckpt = tf.train.Checkpoint(model=model, optimizer=opt, step=step)
     manager = tf.train.CheckpointManager(ckpt, str(root / "checkpoints"), max_to_keep=3, checkpoint_name="ckpt")
+    if manager.latest_checkpoint:  # resume like the trainer does: the next checkpoint continues the step count
+        ckpt.restore(manager.latest_checkpoint)
     it = iter(contract.dataset(None, batch_size, args))
     for _ in range(steps):
         features, labels = next(it)

@@ -39,7 +39,7 @@ from .source import _one_line
 
 SIGNATURE = "serving_default"
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
-DEFAULT_CALIBRATION_SAMPLES = 128
+DEFAULT_CALIBRATION_SAMPLES = 512
 _UNSUPPORTED_TFLITE = re.compile(r"'tf\.(\w+)' op is neither a custom op nor a flex op")
 
 

@@ -1,0 +1,244 @@
+"""Real exports from real checkpoints, every format verified, re-checked here independently."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import Run, run_export, settings, snapshot
+
+pytestmark = pytest.mark.tf
+
+tf = pytest.importorskip("tensorflow")
+from checkpoints import train_and_checkpoint  # noqa: E402  (imports TensorFlow)
+
+LINEAR = "tfps_trainer.examples.linear"
+LINEAR_ARGS = {"features": 256, "hidden": 512, "optimizer": "adam", "learning_rate": 0.01}
+CUSTOM = "tfps_export_testmodels.custom_mlp"
+LEGACY = "tfps_export_testmodels.legacy_tfkeras"
+UNSUPPORTED = "tfps_export_testmodels.unsupported_op"
+
+
+def _sha256_file(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def _check_manifest_matches_files(export_dir: Path) -> dict:
+    manifest = json.loads((export_dir / "manifest.json").read_text())
+    for a in manifest["artifacts"]:
+        assert not os.path.isabs(a["path"]) and ".." not in Path(a["path"]).parts
+        path = export_dir / a["path"]
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file())
+            listing = "".join(f"{_sha256_file(p)}  {p.relative_to(path).as_posix()}\n" for p in files)
+            assert a["bytes"] == sum(p.stat().st_size for p in files)
+            assert a["sha256"] == hashlib.sha256(listing.encode()).hexdigest()
+        else:
+            assert a["bytes"] == path.stat().st_size
+            assert a["sha256"] == _sha256_file(path)
+        assert a["verification"]["passed"] is True
+    return manifest
+
+
+def _tf_reference(module: str, args: dict, ckpt: Path, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    """The model from the checkpoint, restored here without the exporter's code."""
+    from tfps_trainer.contract import load
+
+    model = load(module).build_model(args)
+    tf.train.Checkpoint(model=model).restore(str(ckpt)).expect_partial()
+    return np.asarray(model({k: tf.constant(v) for k, v in inputs.items()}, training=False))
+
+
+def _litert(path: Path, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    from ai_edge_litert.interpreter import Interpreter
+
+    out = Interpreter(model_path=str(path)).get_signature_runner("serving_default")(**inputs)
+    assert len(out) == 1
+    return next(iter(out.values()))
+
+
+def _onnxruntime(path: Path, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert sorted(i.name for i in sess.get_inputs()) == sorted(inputs)
+    return sess.run(None, inputs)[0]
+
+
+@pytest.fixture(scope="module")
+def linear_job(tmp_path_factory, testmodels_on_path):
+    root = tmp_path_factory.mktemp("linear") / "job"
+    step = train_and_checkpoint(root, LINEAR, LINEAR_ARGS, steps=40)
+    job = settings(root, LINEAR, LINEAR_ARGS, tflite_quantization="int8", tflite_calibration_samples=512)
+    return root, step, job, run_export(job)
+
+
+def test_linear_example_exports_every_format_verified(linear_job):
+    root, step, _job, run = linear_job
+    assert run.rc == 0, run.stderr[-3000:]
+    assert run.result.ok and run.result.step == step and run.result.path == f"exports/{step}"
+    export_dir = root / "exports" / str(step)
+    manifest = _check_manifest_matches_files(export_dir)
+    assert manifest["checkpoint"] == {"step": step, "path": f"checkpoints/ckpt-{step}"}
+    assert manifest["job"] == "exp" and manifest["namespace"] == "tests"
+    assert [(a["format"], a["quantization"]) for a in manifest["artifacts"]] == [
+        ("savedmodel", None), ("tflite", "none"), ("tflite", "int8"), ("onnx", None)]
+    assert manifest["artifacts"][-1]["opset"] == 17
+    assert manifest["signature"]["inputs"] == [{"name": "features", "shape": [None, 256], "dtype": "float32"}]
+    assert manifest["signature"]["outputs"] == [{"name": "output", "shape": [None, 1], "dtype": "float32"}]
+    for key in ("tensorflow", "keras", "tf2onnx", "onnxruntime", "ai-edge-litert"):
+        assert manifest["versions"][key]
+    # the termination message agrees with the manifest
+    by_path = {f"exports/{step}/{a['path']}": a for a in manifest["artifacts"]}
+    for a in run.result.artifacts:
+        assert by_path[a.path]["sha256"] == a.sha256 and by_path[a.path]["bytes"] == a.bytes
+    assert os.readlink(root / "exports" / "latest") == str(step)
+    assert not [p for p in (root / "exports").iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_linear_artifacts_rechecked_independently_against_tensorflow(linear_job):
+    root, step, _job, run = linear_job
+    assert run.rc == 0
+    export_dir = root / "exports" / str(step)
+    rng = np.random.default_rng(99)  # fresh inputs, not the exporter's verification samples
+    inputs = {"features": rng.normal(size=(50, 256)).astype(np.float32)}
+    ref = _tf_reference(LINEAR, LINEAR_ARGS, root / "checkpoints" / f"ckpt-{step}", inputs)
+    scale = float(np.max(np.abs(ref)))
+    assert scale > 0.1  # a trained model, not zeros
+    np.testing.assert_allclose(_onnxruntime(export_dir / "model.onnx", inputs), ref, atol=1e-4, rtol=1e-5)
+    np.testing.assert_allclose(_litert(export_dir / "model.tflite", inputs), ref, atol=1e-4, rtol=1e-5)
+    loaded = tf.saved_model.load(str(export_dir / "savedmodel")).signatures["serving_default"]
+    np.testing.assert_allclose(loaded(features=tf.constant(inputs["features"]))["output"].numpy(), ref, atol=1e-6)
+    int8 = _litert(export_dir / "model_int8.tflite", inputs)
+    assert np.max(np.abs(int8 - ref)) / scale <= 0.10
+
+
+def test_int8_tflite_is_at_most_0_3x_the_float_model(linear_job):
+    root, step, _job, run = linear_job
+    assert run.rc == 0
+    manifest = json.loads((root / "exports" / str(step) / "manifest.json").read_text())
+    sizes = {a["quantization"]: a["bytes"] for a in manifest["artifacts"] if a["format"] == "tflite"}
+    assert sizes["int8"] <= 0.3 * sizes["none"], sizes
+    int8 = next(a for a in manifest["artifacts"] if a["quantization"] == "int8")
+    assert int8["calibrationSamples"] == 512
+    assert int8["verification"]["tolerance"]["maxRel"] == 0.10
+    assert int8["verification"]["maxRelError"] <= 0.10
+
+
+def test_custom_layer_model_with_two_inputs_exports(tmp_path, testmodels_on_path):
+    root = tmp_path / "job"
+    step = train_and_checkpoint(root, CUSTOM, {}, steps=40)
+    run = run_export(settings(root, CUSTOM, tflite_quantization="float16", verify_samples=128))
+    assert run.rc == 0, run.stderr[-3000:]
+    export_dir = root / "exports" / str(step)
+    manifest = _check_manifest_matches_files(export_dir)
+    assert {i["name"]: i["dtype"] for i in manifest["signature"]["inputs"]} == {"feats": "float32", "category": "int64"}
+    f16 = next(a for a in manifest["artifacts"] if a["quantization"] == "float16")
+    assert f16["verification"]["argmaxAgreement"] >= 0.95
+    rng = np.random.default_rng(5)
+    inputs = {"feats": rng.normal(size=(40, 16)).astype(np.float32), "category": rng.integers(0, 10, (40, 1))}
+    ref = _tf_reference(CUSTOM, {}, root / "checkpoints" / f"ckpt-{step}", inputs)
+    np.testing.assert_allclose(_onnxruntime(export_dir / "model.onnx", inputs), ref, atol=1e-5)
+    np.testing.assert_allclose(_litert(export_dir / "model.tflite", inputs), ref, atol=1e-5)
+
+
+def test_tf_keras_legacy_model_exports(tmp_path, testmodels_on_path):
+    root = tmp_path / "job"
+    step = train_and_checkpoint(root, LEGACY, {}, steps=20)
+    run = run_export(settings(root, LEGACY, verify_samples=32))
+    assert run.rc == 0, run.stderr[-3000:]
+    manifest = _check_manifest_matches_files(root / "exports" / str(step))
+    assert manifest["versions"]["tf_keras"]
+    assert [i["name"] for i in manifest["signature"]["inputs"]] == ["x"]
+
+
+# ---- failure paths: an earlier good export must survive every one of them untouched ----
+
+
+@pytest.fixture(scope="module")
+def earlier_export(tmp_path_factory, testmodels_on_path):
+    """A job with one published export (step 10) and a newer checkpoint (step 20) to fail on."""
+    root = tmp_path_factory.mktemp("fail") / "job"
+    args = {"hidden": 32}
+    train_and_checkpoint(root, LINEAR, args, steps=10)
+    first = run_export(settings(root, LINEAR, args, formats=("savedmodel", "onnx"), verify_samples=16))
+    assert first.rc == 0, first.stderr[-3000:]
+    assert train_and_checkpoint(root, LINEAR, args, steps=10) == 20
+    return root, args
+
+
+def _assert_untouched(root: Path, before: dict, run: Run) -> None:
+    assert snapshot(root / "exports") == before, "a failed export changed exports/"
+    assert not [p for p in (root / "exports").iterdir() if p.name.startswith(".tmp-")]
+    assert os.readlink(root / "exports" / "latest") == "10"
+
+
+def test_impossible_tolerance_fails_naming_format_error_and_tolerance(earlier_export):
+    root, args = earlier_export
+    before = snapshot(root / "exports")
+    tight = {"max_abs": 0.0, "max_rel": 0.0}
+    run = run_export(settings(root, LINEAR, args, formats=("tflite", "onnx"), verify_samples=16,
+                              tolerances={"tflite": tight, "onnx": tight}))
+    assert run.rc == 7 and not run.result.ok and run.result.reason == "VerificationFailed"
+    assert "tolerance maxAbs 0" in run.result.message and "nothing was published" in run.result.message
+    assert run.result.message.startswith(("tflite:", "onnx:"))
+    _assert_untouched(root, before, run)
+    assert not (root / "exports" / "20").exists()
+
+
+def test_nan_corrupted_checkpoint_is_refused(earlier_export, tmp_path):
+    root, args = earlier_export
+    from tfps_trainer.contract import load
+
+    model = load(LINEAR).build_model(args)
+    step = tf.Variable(0, dtype=tf.int64)
+    ckpt = tf.train.Checkpoint(model=model, step=step)
+    ckpt.restore(tf.train.latest_checkpoint(str(root / "checkpoints"))).expect_partial()
+    kernel = model.get_layer("hidden").kernel
+    kernel.assign(np.where(np.arange(kernel.shape[1]) % 2 == 0, np.nan, kernel.numpy()).astype(np.float32))
+    step.assign(25)
+    corrupt = tmp_path / "job"
+    shutil.copytree(root, corrupt, symlinks=True)
+    before = snapshot(corrupt / "exports")
+    ckpt.write(str(corrupt / "checkpoints" / "ckpt-25"))
+    run = run_export(settings(corrupt, LINEAR, args, verify_samples=16), "--step", "25")
+    assert run.rc == 5 and run.result.reason == "CheckpointCorrupt"
+    assert "NaN" in run.result.message and "hidden" in run.result.message
+    _assert_untouched(corrupt, before, run)
+
+
+@pytest.mark.parametrize("fmt, op", [("tflite", "Igamma"), ("onnx", "Igamma")])
+def test_unsupported_op_fails_conversion_with_the_op_named(tmp_path, testmodels_on_path, fmt, op):
+    root = tmp_path / "job"
+    train_and_checkpoint(root, UNSUPPORTED, {}, steps=5)
+    run = run_export(settings(root, UNSUPPORTED, formats=("savedmodel", fmt), verify_samples=8))
+    assert run.rc == 6 and run.result.reason == "ConversionFailed"
+    assert run.result.message.startswith(fmt) and op in run.result.message
+    assert sorted(p.name for p in (root / "exports").iterdir()) == [".lock"]
+
+
+def test_missing_step_and_escaping_checkpoint_path(earlier_export):
+    root, args = earlier_export
+    before = snapshot(root / "exports")
+    job = settings(root, LINEAR, args, verify_samples=16)
+    missing = run_export(job, "--step", "999")
+    assert missing.rc == 4 and missing.result.reason == "CheckpointNotFound" and "ckpt-999" in missing.result.message
+    escape = run_export(job, "--checkpoint", "../../etc/passwd")
+    assert escape.rc == 8 and escape.result.reason == "UnsafePath" and "'..'" in escape.result.message
+    _assert_untouched(root, before, escape)
+
+
+def test_symlinked_checkpoint_directory_is_refused(tmp_path, earlier_export):
+    root, args = earlier_export
+    other = tmp_path / "job"
+    other.mkdir()
+    os.symlink(root / "checkpoints", other / "checkpoints")
+    run = run_export(settings(other, LINEAR, args, verify_samples=16))
+    assert run.rc == 8 and run.result.reason == "UnsafePath" and "symlink" in run.result.message
+    assert not (other / "exports").exists()
