@@ -1,0 +1,157 @@
+"""`tfps run` end to end with the real trainer and exporter: TensorFlow processes on loopback ports.
+
+Each test drives the real `tfps` command in a subprocess and acts on its children by pid.
+"""
+
+from __future__ import annotations
+
+import os
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.tf, pytest.mark.timeout(600)]
+
+REPO = Path(__file__).resolve().parents[2]
+QUICKSTART = REPO / "examples" / "quickstart.yaml"
+ROOT_OF = lambda work: work / "default" / "quickstart"  # noqa: E731
+
+
+def tfps_run(work: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-c", "import sys; from tfps_operator.cli import main; sys.exit(main())",
+            "run", str(QUICKSTART), "--workdir", str(work), *extra]
+
+
+def children_by_task(runner_pid: int) -> dict[str, int]:
+    """``{"worker-1": pid, ...}`` for the runner's trainer children, from their TF_CONFIG."""
+    out = {}
+    kids = subprocess.run(["pgrep", "-P", str(runner_pid)], capture_output=True, text=True).stdout.split()
+    for pid in map(int, kids):
+        try:
+            env = dict(kv.split("=", 1) for kv in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in kv)
+        except OSError:
+            continue
+        if "TF_CONFIG" in env:
+            task = json.loads(env["TF_CONFIG"])["task"]
+            out[f"{task['type']}-{task['index']}"] = pid
+    return out
+
+
+def wait_for_checkpoint(runner: subprocess.Popen, root: Path, timeout: float = 300) -> None:
+    end = time.monotonic() + timeout
+    while not (root / "checkpoints" / "checkpoint").exists():
+        if runner.poll() is not None:
+            pytest.fail(f"runner exited {runner.returncode} before the first checkpoint:\n{runner.communicate()}")
+        assert time.monotonic() < end, "no checkpoint in time"
+        time.sleep(0.2)
+
+
+def latest_checkpoint_step(root: Path) -> int:
+    text = (root / "checkpoints" / "checkpoint").read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("model_checkpoint_path"))
+    return int(line.rsplit("-", 1)[1].rstrip('"'))
+
+
+def start_count(log: Path) -> int:
+    return log.read_text().count("===== tfps run: ")
+
+
+def test_quickstart_ends_with_verified_artifacts(tmp_path):
+    work = tmp_path / "work"
+    t0 = time.monotonic()
+    proc = subprocess.run(tfps_run(work, "--steps", "60"), capture_output=True, text=True, timeout=540)
+    wall = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    root = ROOT_OF(work)
+    export = root / "exports" / "60"
+    manifest = json.loads((export / "manifest.json").read_text())
+    formats = {a["format"] for a in manifest["artifacts"]}
+    assert formats == {"savedmodel", "tflite", "onnx"}
+    for a in manifest["artifacts"]:
+        assert a["verification"]["passed"] is True, a
+        path = export / a["path"]
+        assert path.exists()
+        assert str(path) in proc.stdout, "every artifact is listed in the table"
+    assert (export / "savedmodel" / "saved_model.pb").is_file()
+    assert (export / "model.onnx").stat().st_size > 0
+    assert "max error (verified)" in proc.stdout
+    assert latest_checkpoint_step(root) == 60
+    assert {p.name for p in (root / "logs").glob("*.log")} == {"ps-0.log", "worker-0.log", "worker-1.log", "chief-0.log", "export.log"}
+    print(f"tfps run quickstart --steps 60: {wall:.1f}s wall")
+
+
+def test_killed_worker_is_recreated_and_run_succeeds(tmp_path):
+    work = tmp_path / "work"
+    root = ROOT_OF(work)
+    runner = subprocess.Popen(tfps_run(work, "--steps", "1500", "--no-export"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_checkpoint(runner, root)
+        os.kill(children_by_task(runner.pid)["worker-1"], signal.SIGKILL)
+        out, err = runner.communicate(timeout=540)
+    finally:
+        runner.kill()
+    assert runner.returncode == 0, out + err
+    assert "worker failed (exit code 137); recreating it" in out
+    assert start_count(root / "logs" / "worker-1.log") == 2
+    assert start_count(root / "logs" / "chief-0.log") == 1, "a worker failure does not restart the chief"
+    # ≥: a step closure interrupted by the worker's death is re-run by the coordinator (at-least-once)
+    assert latest_checkpoint_step(root) >= 1500
+
+
+def test_killed_ps_restarts_from_checkpoint(tmp_path):
+    work = tmp_path / "work"
+    root = ROOT_OF(work)
+    runner = subprocess.Popen(tfps_run(work, "--steps", "1500", "--no-export"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_checkpoint(runner, root)
+        kill_at = latest_checkpoint_step(root)
+        os.kill(children_by_task(runner.pid)["ps-0"], signal.SIGKILL)
+        out, err = runner.communicate(timeout=540)
+    finally:
+        runner.kill()
+    assert runner.returncode == 0, out + err
+    assert "ps failed (exit code 137); restarting the job from the latest checkpoint (1/3)" in out
+    resumed = [int(ln.rsplit(" ", 1)[1]) for ln in out.splitlines() if "resumed from checkpoint step" in ln]
+    assert resumed and resumed[0] >= kill_at > 0, out  # the global step continues from the checkpoint
+    assert start_count(root / "logs" / "chief-0.log") == 2
+    assert latest_checkpoint_step(root) == 1500
+
+
+def _gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.split(") ", 1)[1][0] == "Z"
+
+
+def test_sigterm_leaves_no_process_and_rerun_resumes(tmp_path):
+    work = tmp_path / "work"
+    root = ROOT_OF(work)
+    runner = subprocess.Popen(tfps_run(work, "--steps", "1500", "--no-export"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_checkpoint(runner, root)
+        kids = children_by_task(runner.pid)
+        assert set(kids) == {"ps-0", "worker-0", "worker-1", "chief-0"}
+        runner.send_signal(signal.SIGTERM)
+        out, err = runner.communicate(timeout=120)
+    finally:
+        runner.kill()
+    assert runner.returncode == 128 + signal.SIGTERM, out + err
+    for name, pid in kids.items():
+        assert _gone(pid), f"{name} (pid {pid}) left running"
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)  # and nothing of its process group
+    stopped = latest_checkpoint_step(root)
+    assert 0 < stopped < 1500
+    rerun = subprocess.run(tfps_run(work, "--steps", "1500", "--no-export"), capture_output=True, text=True, timeout=540)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert "resuming from its latest checkpoint" in rerun.stdout
+    resumed = [int(ln.rsplit(" ", 1)[1]) for ln in rerun.stdout.splitlines() if "resumed from checkpoint step" in ln]
+    assert resumed and resumed[0] >= stopped, rerun.stdout
+    assert latest_checkpoint_step(root) == 1500
