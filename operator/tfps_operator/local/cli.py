@@ -7,6 +7,7 @@ Exit codes: 0 training and every requested export succeeded; 1 training or expor
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 import time
@@ -19,7 +20,7 @@ from ..api.models import PSTrainingJob
 from ..api.validate import JobValidationError, validate_job
 from ..build.jobsettings import job_settings
 from .export import ExportOutcome, artifact_rows, run_export
-from .progress import Display, make_display
+from .progress import Display, Status, make_display
 from .supervisor import LocalJob, Supervisor
 
 DEFAULT_WORKDIR = "tfps-work"
@@ -135,6 +136,8 @@ def main(args: argparse.Namespace) -> int:
             display.close()
             print(f"tfps run: training failed: {outcome.message}", file=sys.stderr)
             return EXIT_FAILED
+        # the chief exits 0 only at the target step; its last status may predate that
+        display.update(dataclasses.replace(outcome.status or Status(), step=settings.steps, checkpoint_step=settings.steps))
         display.event(f"training finished after {time.monotonic() - started:.0f}s"
                       + (f" and {outcome.restarts} restart(s)" if outcome.restarts else "")
                       + f": {outcome.message}")
