@@ -22,8 +22,10 @@ def _quiet_tensorflow() -> None:
 
 
 def main() -> int:
+    """Run this process's role; return the exit code (failures are reported before returning)."""
     role = "trainer"
     progress = server = None
+    failure: TrainerError | None = None
     try:
         task = read_tf_config()
         role = task.name
@@ -57,27 +59,29 @@ def main() -> int:
         write_termination_log(f"tfps-trainer {role}: {summary}")
         return EXIT_OK
     except TrainerError as exc:
-        if progress is not None:
-            progress.update(state="failed", message=exc.reason)
-        return report_failure(role, exc)
+        failure = exc
     except KeyboardInterrupt:
-        return report_failure(role, TrainerError("interrupted", 130))
+        failure = TrainerError("interrupted", 130)
     except Exception as exc:  # noqa: BLE001 - last resort: still one line and a termination message
-        if progress is not None:
-            progress.update(state="failed", message=f"{type(exc).__name__}: {exc}")
         import traceback
 
         traceback.print_exc()
-        return report_failure(role, TrainerError(f"internal error: {type(exc).__name__}: {exc}"))
+        failure = TrainerError(f"internal error: {type(exc).__name__}: {exc}")
     finally:
+        if failure is not None and progress is not None:
+            progress.update(state="failed", message=failure.reason)
         if server is not None:
             server.stop()
+    return report_failure(role, failure)
 
 
 if __name__ == "__main__":
     code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
     # The ClusterCoordinator keeps non-daemon threads and gRPC channels that can hang interpreter
     # shutdown (notably after a lost task); everything that matters is flushed and closed above.
     os._exit(code)

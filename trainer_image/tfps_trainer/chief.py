@@ -23,6 +23,7 @@ from .errors import LostClusterError, NumericsError, TrainerError
 from .progress import Progress
 
 NUMERICS_TAG = "tfps: non-finite training loss"
+_NUMERICS_OP = re.compile(r'Detected Infinity or NaN in output \d+ of (?:graph )?op "[^"]+"')
 _PS_TASK = re.compile(r"/job:ps/replica:\d+/task:(\d+)")
 
 
@@ -78,12 +79,12 @@ class Trainer:
             ) from exc
 
     def _make_train_step(self) -> Any:
-        model, optimizer, step, strategy = self.model, self.optimizer, self.step, self.strategy
+        model, optimizer, strategy = self.model, self.optimizer, self.strategy
         train_vars = self.train_vars
         loss_fn = self.contract.loss
         check = self.settings.check_numerics
 
-        def replica_fn(batch: Any) -> tuple[tf.Tensor, tf.Tensor]:
+        def replica_fn(batch: Any) -> tf.Tensor:
             features, labels = batch
             with tf.GradientTape() as tape:
                 predictions = model(features, training=True)
@@ -94,10 +95,10 @@ class Trainer:
                     loss = tf.debugging.check_numerics(loss, NUMERICS_TAG)
             grads = tape.gradient(loss, train_vars)
             optimizer.apply_gradients(zip(grads, train_vars))
-            return loss, step.assign_add(1)
+            return loss
 
         @tf.function
-        def train_step(iterator: Any) -> tuple[tf.Tensor, tf.Tensor]:
+        def train_step(iterator: Any) -> tf.Tensor:
             return strategy.run(replica_fn, args=(next(iterator),))
 
         return train_step
@@ -117,13 +118,18 @@ class Trainer:
         return start
 
     def run(self) -> int:
-        """Train to ``settings.steps``; return the final step. Raises :class:`TrainerError`."""
+        """Train to ``settings.steps``; return the final step. Raises :class:`TrainerError`.
+
+        The global step counts scheduled training steps that completed. The coordinator runs each
+        scheduled closure at least once (a closure whose worker died is re-run elsewhere) and
+        reports it once, so the step is counted here on the chief, not incremented on the PS.
+        """
         target = self.settings.steps
         try:
             done = self.restore()
             policy = checkpoints.Policy.from_settings(self.settings.checkpoint, done)
             scheduled = done
-            pending: collections.deque = collections.deque()
+            pending: collections.deque = collections.deque()  # (step number, RemoteValue of its loss)
             chunk = 20
             last_t, last_step = time.monotonic(), done
             while scheduled < target:
@@ -135,28 +141,27 @@ class Trainer:
                 for _ in range(end - scheduled):
                     rv = self.coordinator.schedule(self._train_step, args=(self.iterator,))
                 scheduled = end
-                pending.append(rv)
-                if len(pending) > 1:
-                    loss, step = pending.popleft().fetch()
+                pending.append((scheduled, rv))
+                if len(pending) > 1:  # keep one chunk queued; wait for the one before it
+                    step, prev = pending.popleft()
+                    loss = float(prev.fetch())
                     now = time.monotonic()
-                    rate = (int(step) - last_step) / max(now - last_t, 1e-9)
-                    self._report(int(step), float(loss), rate)
-                    last_t, last_step = now, int(step)
+                    rate = (step - last_step) / max(now - last_t, 1e-9)
+                    self._report(step, loss, rate)
+                    last_t, last_step = now, step
                     chunk = int(min(500, max(10, rate * 0.5)))  # ~0.5 s of work per chunk
                 if policy.due(scheduled) or scheduled >= target:
-                    self.coordinator.join()
-                    step = int(self.step.numpy())
-                    if pending:
-                        loss, _ = pending.pop().fetch()
-                        pending.clear()
-                        now = time.monotonic()
-                        rate = (step - last_step) / max(now - last_t, 1e-9)
-                        self._report(step, float(loss), rate)
-                        last_t, last_step = now, step
-                    if policy.due(step) or scheduled >= target:
-                        self._save(step)
-                        policy.saved(step)
-            return int(self.step.numpy())
+                    self.coordinator.join()  # every step <= scheduled done, every loss checked
+                    step, last = pending.pop()
+                    pending.clear()
+                    now = time.monotonic()
+                    rate = (step - last_step) / max(now - last_t, 1e-9)
+                    self._report(step, float(last.fetch()), rate)
+                    last_t, last_step = now, step
+                    self.step.assign(step)
+                    self._save(step)
+                    policy.saved(step)
+            return scheduled
         except tf.errors.InvalidArgumentError as exc:
             if NUMERICS_TAG in str(exc) or "Inf" in str(exc) or "NaN" in str(exc):
                 raise self._numerics_error(exc) from None
@@ -185,8 +190,10 @@ class Trainer:
         return f"latest checkpoint is step {self.last_checkpoint.step} ({self.last_checkpoint.path})"
 
     def _numerics_error(self, exc: Exception) -> NumericsError:
+        where = _NUMERICS_OP.search(str(exc))
+        detail = f" ({where.group(0)})" if where else ""
         return NumericsError(
-            f"non-finite loss (NaN or Inf) in a training step after step {self.progress.snapshot()['step']}: "
+            f"non-finite loss (NaN or Inf) in a training step after step {self.progress.snapshot()['step']}{detail}: "
             f"training stopped without checkpointing the bad state; {self._resume_hint()}"
         )
 

@@ -77,8 +77,29 @@ def write_termination_log(reason: str, environ: dict[str, str] | None = None) ->
 
 
 def report_failure(role: str, error: TrainerError) -> int:
-    """Print the one-line reason to stderr, write the termination log, return the exit code."""
+    """Write the one-line reason to the termination log and print it as stderr's LAST line; return the code.
+
+    Background TensorFlow threads (the coordinator, gRPC) may still be logging when a role fails;
+    after the reason is printed, stdout and stderr are pointed at /dev/null so the reason stays the
+    last line. Call this only right before the process exits.
+    """
     line = f"tfps-trainer {role}: {error.reason}"
-    print(line, file=sys.stderr, flush=True)
     write_termination_log(line)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    print(line, file=sys.stderr, flush=True)
+    _mute_output()
     return error.code
+
+
+def _mute_output() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+    except OSError:
+        pass

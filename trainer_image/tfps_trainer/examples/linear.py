@@ -13,8 +13,11 @@ Model args (``spec.model.args``), all optional:
     ``optimizer`` ("sgd" | "adam", "sgd")
     ``noise`` (float, 0.01)      label noise std
     ``data_seed`` (int, 1234)
-    ``nan_at_batch`` (int, None) test hook: from this batch index on (per worker), labels are NaN,
-                                 so the loss becomes NaN (exercises checkNumerics).
+    ``nan_at_batch`` (int, None) test hook: from this batch index on (per worker), labels are 3e38
+                                 (finite), so the squared error overflows to Inf and the weights
+                                 to NaN: a diverging loss for checkNumerics to catch in the
+                                 training step (a NaN made in the input pipeline would be caught
+                                 there instead).
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def dataset(input_context: tf.distribute.InputContext | None, batch_size: int, a
         eps = tf.random.stateless_normal([batch_size, 1], seed=s + 7) * noise
         y = tf.matmul(x, w_t) + b_t + eps
         if nan_at is not None:
-            y = tf.where(i >= int(nan_at), tf.fill(tf.shape(y), float("nan")), y)
+            y = tf.where(i >= int(nan_at), tf.fill(tf.shape(y), 3e38), y)
         return {INPUT: x}, y
 
     return tf.data.Dataset.counter().map(make_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)

@@ -1,0 +1,75 @@
+"""Failures during real PS training: a lost worker, a lost PS, a NaN loss."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from trainer_cluster import LocalCluster, checkpoint_steps, checkpoint_tensors, make_settings, stored_step
+
+from tfps_trainer.config import CheckpointSettings
+from tfps_trainer.errors import EXIT_LOST_CLUSTER, EXIT_NUMERICS
+
+pytestmark = [pytest.mark.tf, pytest.mark.timeout(300)]
+
+STEPS = 1500
+
+
+@pytest.mark.parametrize("restart", [True, False], ids=["worker-restarted", "worker-not-restarted"])
+def test_killed_worker_training_still_reaches_target(tmp_path: Path, restart: bool) -> None:
+    settings = make_settings(tmp_path / "job", steps=STEPS, checkpoint=CheckpointSettings(every_steps=500))
+    with LocalCluster(tmp_path / "procs", settings) as cluster:
+        cluster.start_all()
+        cluster.wait_for_step(200)
+        cluster.kill("worker", 1)
+        killed_at = cluster.status()["step"]
+        assert killed_at < STEPS, "the run finished before the worker was killed; raise STEPS"
+        if restart:
+            time.sleep(2)
+            cluster.start("worker", 1)  # as the operator / `tfps run` would
+        assert cluster.wait(timeout=240) == 0, cluster.tail()
+    assert checkpoint_steps(settings.paths.checkpoints)[-1] == STEPS
+    assert stored_step(f"{settings.paths.checkpoints}/ckpt-{STEPS}") == STEPS
+
+
+def test_killed_ps_stops_the_chief_with_a_clear_reason(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "job", steps=100_000, checkpoint=CheckpointSettings(every_steps=100))
+    with LocalCluster(tmp_path / "procs", settings) as cluster:
+        cluster.start_all()
+        cluster.wait_for_step(250)
+        cluster.kill("ps", 1)
+        code = cluster.wait(timeout=120)
+        log = cluster.log("chief", 0).read_text()
+    assert code == EXIT_LOST_CLUSTER, log[-3000:]
+    last_line = log.strip().splitlines()[-1]
+    assert last_line.startswith("tfps-trainer chief/0: lost parameter server ps/1"), last_line
+    assert "restart the job to resume" in last_line and "latest checkpoint is step" in last_line
+    assert cluster.termination_log("chief", 0).read_text().strip() == last_line
+    latest = checkpoint_steps(settings.paths.checkpoints)[-1]
+    assert latest >= 200 and f"latest checkpoint is step {latest} " in last_line
+
+
+def test_nan_loss_with_check_numerics_fails_without_checkpointing_the_bad_state(tmp_path: Path) -> None:
+    nan_at = 150  # per-worker batch index from which labels are NaN
+    settings = make_settings(
+        tmp_path / "job", steps=5000, check_numerics=True,
+        checkpoint=CheckpointSettings(every_steps=25, keep=1000),
+        model_args={"nan_at_batch": nan_at},
+    )
+    with LocalCluster(tmp_path / "procs", settings) as cluster:
+        cluster.start_all()
+        code = cluster.wait(timeout=180)
+        log = cluster.log("chief", 0).read_text()
+    assert code == EXIT_NUMERICS, log[-3000:]
+    last_line = log.strip().splitlines()[-1]
+    assert "non-finite loss (NaN or Inf)" in last_line and "without checkpointing the bad state" in last_line
+    assert cluster.termination_log("chief", 0).read_text().strip() == last_line
+    steps = checkpoint_steps(settings.paths.checkpoints)
+    # Training ran up to the NaN: 2 workers consumed nan_at batches each, at most 2*nan_at steps.
+    assert steps and nan_at - 25 <= steps[-1] <= 2 * nan_at, steps
+    for step in steps:  # every checkpoint that exists holds finite weights
+        for name, value in checkpoint_tensors(f"{settings.paths.checkpoints}/ckpt-{step}").items():
+            if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+                assert np.isfinite(value).all(), f"ckpt-{step}: {name} is not finite"
