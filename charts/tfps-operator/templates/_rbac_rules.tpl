@@ -1,29 +1,35 @@
 {{/*
-The namespaced permissions of the operator: what it does to PSTrainingJobs and their children.
-Used by the ClusterRole (cluster-wide mode) and by each Role (namespaced mode).
+The namespaced permissions of the operator: what it (operator/tfps_operator/kube/client.py and the
+Kopf handlers) does to PSTrainingJobs and their children. Used by the ClusterRole (cluster-wide
+mode) and by each Role (namespaced mode). Keep docs/install.md's RBAC table in step.
 */}}
 {{- define "tfps.namespacedRules" -}}
-# The custom resource: watched by Kopf, patched for its finalizer and annotations (handler progress).
+# The custom resource: Kopf lists/watches it and patches its finalizer and progress annotations;
+# the reconcile loop reads it, and deletes it after spec.runPolicy.ttlSecondsAfterFinished.
 - apiGroups: [tfps.dev]
   resources: [pstrainingjobs]
-  verbs: [get, list, watch, patch]
+  verbs: [get, list, watch, patch, delete]
 - apiGroups: [tfps.dev]
   resources: [pstrainingjobs/status]
   verbs: [patch]
-# Children: trainer pods and their headless Service, the isolating NetworkPolicy, the job's PVC.
+# Children carry a controller ownerReference with blockOwnerDeletion; where the
+# OwnerReferencesPermissionEnforcement admission plugin is on, that needs update on finalizers.
+- apiGroups: [tfps.dev]
+  resources: [pstrainingjobs/finalizers]
+  verbs: [update]
+# Trainer pods: watched, listed by job label, created (or adopted: get on 409), deleted on restart.
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, create, delete]
+# The job's headless Service, isolating NetworkPolicy and PVC: created (or adopted), read back;
+# they go with the job by garbage collection, never deleted by the operator.
 - apiGroups: [""]
-  resources: [services]
-  verbs: [get, create, delete]
+  resources: [services, persistentvolumeclaims]
+  verbs: [get, create]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
-  verbs: [get, create, delete]
-- apiGroups: [""]
-  resources: [persistentvolumeclaims]
   verbs: [get, create]
-# The export Job.
+# The export Job: watched, created (or adopted), read, deleted when a retrain supersedes it.
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, delete]
