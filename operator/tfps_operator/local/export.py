@@ -80,9 +80,8 @@ def run_export(plan: LocalJob, display: Display, grace: float = 10.0, poll: floa
                 return out
             return ExportOutcome(False, f"ExportFailed: no {', '.join(sorted(missing))} artifact in {out.path}")
         reason = result.reason if isinstance(result, ExportFailed) else "ExporterDied"
-        message = child.describe_failure(code)
-        if isinstance(result, ExportFailed):
-            message = f"export exited with code {code}: {result.reason}: {result.message}\n" + message.split("\n", 1)[-1]
+        message = child.describe_failure(
+            code, reason=f"{result.reason}: {result.message}" if isinstance(result, ExportFailed) else None)
         if attempt == attempts or reason not in RETRYABLE | {"ExporterDied"}:
             return ExportOutcome(False, f"ExportFailed: {message}")
         display.event(f"export attempt {attempt} failed ({reason}); retrying")

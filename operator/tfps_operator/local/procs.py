@@ -108,15 +108,18 @@ class Child:
             text = text[text.find("\n", cut) + 1:]
         return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
-    def describe_failure(self, code: int | None, lines: int = 15) -> str:
-        """A failure message naming the process, its exit code, its reason and its log tail."""
-        parts = [f"{self.name} exited with code {code}" if code is not None else f"{self.name} vanished"]
-        if reason := self.reason():
-            parts[0] += f": {reason}"
+    def describe_failure(self, code: int | None, lines: int = 15, reason: str | None = None) -> str:
+        """A failure message naming the process, its exit code, its reason and its log tail.
+
+        ``reason`` replaces the termination log's text (for children that write JSON there).
+        """
+        head = f"{self.name} exited with code {code}" if code is not None else f"{self.name} vanished"
+        if reason := (self.reason() if reason is None else reason):
+            head += f": {reason}"
         if tail := self.tail(lines):
             indented = "\n".join("    " + ln for ln in tail.splitlines())
-            parts.append(f"  last lines of {self.log_path}:\n{indented}")
-        return "\n".join(parts)
+            return f"{head}\n  last lines of {self.log_path}:\n{indented}"
+        return f"{head}\n  log (empty): {self.log_path}"
 
 
 def stop_all(children: Iterable[Child], grace: float = 10.0) -> None:
