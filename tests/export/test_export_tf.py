@@ -242,3 +242,32 @@ def test_symlinked_checkpoint_directory_is_refused(tmp_path, earlier_export):
     run = run_export(settings(other, LINEAR, args, verify_samples=16))
     assert run.rc == 8 and run.result.reason == "UnsafePath" and "symlink" in run.result.message
     assert not (other / "exports").exists()
+
+
+def test_sigterm_mid_export_publishes_nothing_and_leaves_no_staging(tmp_path, testmodels_on_path):
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import HERE
+    from tfps_trainer.export.result import parse_message
+
+    root = tmp_path / "job"
+    step = train_and_checkpoint(root, CUSTOM, {}, steps=5)
+    log = tmp_path / "termination-log"
+    env = dict(os.environ, TFPS_JOB=settings(root, CUSTOM, verify_samples=16).to_env(), TFPS_TERMINATION_LOG=str(log),
+               PYTHONPATH=str(HERE))
+    proc = subprocess.Popen([sys.executable, "-m", "tfps_trainer.export"], env=env, stderr=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    staged = False
+    for line in proc.stderr:  # wait until artifacts are being written into the staging directory
+        if "savedmodel:" in line:
+            staged = any(p.name.startswith(".tmp-") for p in (root / "exports").iterdir())
+            proc.send_signal(signal.SIGTERM)
+            break
+    proc.stderr.read()
+    rc = proc.wait(timeout=300)
+    assert staged
+    assert rc == 10 and parse_message(log.read_text()).reason == "Interrupted"
+    assert sorted(p.name for p in (root / "exports").iterdir()) == [".lock"]
+    assert not (root / "exports" / str(step)).exists()

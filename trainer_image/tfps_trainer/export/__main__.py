@@ -18,7 +18,7 @@ from typing import Any
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from ..config import JobSettings, SettingsError  # noqa: E402
-from .errors import ExportError  # noqa: E402
+from .errors import CANCELLED, ExportError  # noqa: E402
 from .result import ExportFailed, ExportSucceeded, encode, exit_code, write_termination_log  # noqa: E402
 
 
@@ -31,7 +31,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _interrupted(signum: int, _frame: Any) -> None:
-    raise ExportError("Interrupted", f"received {signal.Signals(signum).name}; nothing was published")
+    """Stop at once (KeyboardInterrupt is not swallowed by ``except Exception`` in libraries) and set the
+    flag the pipeline checks before publishing, in case something swallows it anyway."""
+    CANCELLED.set()
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def run(argv: list[str] | None = None) -> ExportSucceeded | ExportFailed:
@@ -54,8 +57,8 @@ def run(argv: list[str] | None = None) -> ExportSucceeded | ExportFailed:
         return ExportFailed(reason="SettingsInvalid", message=str(exc))
     except ExportError as exc:
         return exc.to_result()
-    except KeyboardInterrupt:
-        return ExportFailed(reason="Interrupted", message="interrupted; nothing was published")
+    except KeyboardInterrupt as exc:
+        return ExportFailed(reason="Interrupted", message=f"received {exc or 'SIGINT'}; nothing was published")
     except Exception as exc:  # noqa: BLE001 - report, never crash without a message
         traceback.print_exc()
         return ExportFailed(reason="InternalError", message=f"{type(exc).__name__}: {' '.join(str(exc).split())[:1000]}")
@@ -64,6 +67,7 @@ def run(argv: list[str] | None = None) -> ExportSucceeded | ExportFailed:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     signal.signal(signal.SIGTERM, _interrupted)
+    signal.signal(signal.SIGINT, _interrupted)
     result = run(argv)
     line = encode(result)
     if not result.ok:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from .result import EXIT_CODES, ExportFailed, Reason
 
 
@@ -19,3 +21,7 @@ class ExportError(Exception):
 
     def to_result(self) -> ExportFailed:
         return ExportFailed(reason=self.reason, message=self.message)
+
+
+CANCELLED = threading.Event()
+"""Set by the SIGTERM/SIGINT handler; the pipeline checks it between steps and right before publishing."""

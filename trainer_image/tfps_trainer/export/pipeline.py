@@ -12,11 +12,16 @@ import numpy as np
 
 from ..config import JobSettings
 from . import formats, manifest, source, verify
-from .errors import ExportError
+from .errors import CANCELLED, ExportError
 from .publish import MANIFEST, Publisher
 from .result import ArtifactResult, ExportSucceeded
 
 log = logging.getLogger("tfps_trainer.export")
+
+def _check_cancelled() -> None:
+    if CANCELLED.is_set():
+        raise ExportError("Interrupted", "received a termination signal; nothing was published")
+
 
 FILE_NAMES = {"savedmodel": "savedmodel", "tflite": "model.tflite", "onnx": "model.onnx"}
 
@@ -71,6 +76,7 @@ def export(settings: JobSettings, checkpoint: str | None = None, step: int | Non
 
         def check(artifact: formats.Artifact) -> None:
             nonlocal t0
+            _check_cancelled()
             t0 = t.add(f"convert_{artifact.format}", t0)
             path = stage / artifact.rel
             out, iface = verify.run_artifact(artifact, path, inputs)
@@ -116,6 +122,7 @@ def export(settings: JobSettings, checkpoint: str | None = None, step: int | Non
             artifacts=entries,
         )
         manifest.write(stage / MANIFEST, doc)
+        _check_cancelled()
         final = pub.commit(stage, ckpt.step)
         t.add("publish", t0)
 
