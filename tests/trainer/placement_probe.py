@@ -28,6 +28,7 @@ def main() -> None:
             "shape": list(v.shape),
             "devices": [s.device for s in shards] if shards else [tf_var.device],
             "shard_shapes": [list(s.shape) for s in shards] if shards else [list(v.shape)],
+            "shard_first_rows": [s[0].numpy().tolist() for s in shards] if shards else [],
         }
     print("PLACEMENT " + json.dumps({"final_step": final, "loss": progress.snapshot()["loss"], "variables": placement}))
     sys.stdout.flush()
