@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.crd import install_crd
+from support.crd import install_crd
 
 from .helpers import CHART, CI_VALUES, objects, run, template
 from .rbac import (

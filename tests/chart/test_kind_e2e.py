@@ -107,7 +107,7 @@ def test_workflow_runs_the_script_on_a_docker_runner():
 def test_applied_manifests_pass_server_dry_run(cluster, kubectl, wait_until):
     """`--print-manifests` (namespace, PVC, the quickstart job pointed at the PVC, the verifier pod)
     is accepted by the real API server, CRD validation and CEL rules included."""
-    from tests.support.crd import install_crd
+    from support.crd import install_crd
 
     install_crd(str(cluster.kubeconfig))
     out = subprocess.run([str(SCRIPT), "--print-manifests"], capture_output=True, text=True, timeout=60,
