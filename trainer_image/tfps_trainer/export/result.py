@@ -5,8 +5,8 @@ TF-free and Kubernetes-free: the operator imports this module to parse what the 
 Transport
     On exit, ``python -m tfps_trainer.export`` writes ONE compact JSON object (no newline inside,
     always < :data:`MAX_MESSAGE_BYTES` bytes, Kubernetes truncates termination messages at 4096)
-    to the file named by env ``TFPS_TERMINATION_LOG`` (default ``/dev/termination-log``; skipped
-    when unwritable), and the same line to stdout as its last line.
+    to the file named by env ``TFPS_TERMINATION_LOG`` (default ``/dev/termination-log``, written only
+    if it exists; skipped when unwritable), and the same line to stdout as its last line.
 
 Success (exit code 0)::
 
@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
 
 MAX_MESSAGE_BYTES = 4096
+DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 
 ArtifactFormat = Literal["savedmodel", "tflite", "onnx"]
 
@@ -143,8 +144,14 @@ def exit_code(result: ExportSucceeded | ExportFailed) -> int:
 
 
 def write_termination_log(line: str, path: str | None = None) -> bool:
-    """Write ``line`` to the termination log; False (and no exception) when it cannot be written."""
-    target = path or os.environ.get("TFPS_TERMINATION_LOG", "/dev/termination-log")
+    """Write ``line`` to the termination log; False (and no exception) when it cannot be written.
+
+    The default ``/dev/termination-log`` is only written when it exists (Kubernetes mounts it), so a
+    local run as root never creates a stray file in /dev; an explicit path is created.
+    """
+    target = path or os.environ.get("TFPS_TERMINATION_LOG") or DEFAULT_TERMINATION_LOG
+    if target == DEFAULT_TERMINATION_LOG and not os.path.exists(target):
+        return False
     try:
         with open(target, "w", encoding="utf-8") as fh:
             fh.write(line)

@@ -58,7 +58,7 @@ def _latest(directory: Path) -> Path:
     found = tf.train.latest_checkpoint(str(directory))
     if not found:
         raise ExportError("CheckpointNotFound", f"no checkpoint in {directory}")
-    return Path(found)
+    return directory / Path(found).name  # the state file may hold paths from another mount point
 
 
 def _step_of(prefix: Path) -> int:
