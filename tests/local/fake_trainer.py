@@ -39,13 +39,19 @@ except OSError as exc:
 server.listen()
 print(f"{role}-{index} listening on {host}:{port}", flush=True)
 
+ckpt_dir = Path(job["paths"]["root"]) / "checkpoints"
+ckpt_dir.mkdir(parents=True, exist_ok=True)
+ckpt_file = ckpt_dir / "fake-step"
+
+if role == "evaluator":  # "evaluates" checkpoints until the final one, then exits 0
+    while not (ckpt_file.exists() and ckpt_file.read_text() == str(job["steps"])):
+        time.sleep(0.1)
+    Path(os.environ["TFPS_TERMINATION_LOG"]).write_text(f"fake evaluator: evaluated final checkpoint step {job['steps']}\n")
+    sys.exit(0)
 if role != "chief":
     while True:
         time.sleep(1)
 
-ckpt_dir = Path(job["paths"]["root"]) / "checkpoints"
-ckpt_dir.mkdir(parents=True, exist_ok=True)
-ckpt_file = ckpt_dir / "fake-step"
 state = {"step": int(ckpt_file.read_text()) if ckpt_file.exists() else 0, "ckpt": None}
 state["ckpt"] = state["step"] or None
 print(f"chief starting at step {state['step']}", flush=True)

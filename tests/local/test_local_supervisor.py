@@ -99,6 +99,7 @@ def test_happy_path_tf_config_and_progress(tmp_path):
     eval_job = json.loads(s.children[Task("evaluator", 0)].env["TFPS_JOB"])
     assert chief_job["progress_port"] != eval_job["progress_port"]
     assert [st.step for st in rec.statuses] == sorted(st.step for st in rec.statuses)
+    assert "evaluator-0 finished: evaluated final checkpoint step 30" in rec.events
     assert all(not c.running() for c in s.children.values())
 
 

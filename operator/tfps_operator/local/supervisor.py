@@ -33,6 +33,7 @@ STARTUP_WINDOW_S = 30.0
 """A process that dies this soon after starting, saying its port is taken, lost a port race."""
 MAX_PORT_RACES = 5
 MAX_RECREATE_DELAY_S = 30.0
+EVALUATOR_FINISH_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -139,12 +140,14 @@ class Supervisor:
     _recreate_at: dict[Task, float] = field(default_factory=dict)
     _recreations: dict[Task, int] = field(default_factory=dict)
     _finished: set[Task] = field(default_factory=set)
+    _chief_done_at: float | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _start_cluster(self) -> None:
         self._ports = Ports.allocate(self.plan.tasks)
         self._finished.clear()
         self._recreate_at.clear()
+        self._chief_done_at = None
         for task in self.plan.tasks:
             fresh = self.plan.child(task.name, list(self.plan.trainer), task_env(self.plan, self._ports, task))
             child = self.children.setdefault(task, fresh)
@@ -180,6 +183,8 @@ class Supervisor:
             failed = self._first_failure()
             if failed is None:
                 if Task("chief", 0) in self._finished:
+                    if self._evaluator_still_useful():
+                        continue
                     summary = self.children[Task("chief", 0)].reason().split(": ", 1)[-1]
                     self.stop()
                     return self._outcome(True, summary or "training finished")
@@ -210,6 +215,16 @@ class Supervisor:
                 message = f"{decision.reason}: {decision.message}\n{child.describe_failure(code)}"
                 self.stop()
                 return self._outcome(False, message)
+
+    def _evaluator_still_useful(self) -> bool:
+        """After the chief is done, give a running evaluator a while to evaluate the final checkpoint."""
+        evaluators = [t for t in self.children if t.role == "evaluator" and t not in self._finished]
+        if not evaluators:
+            return False
+        if self._chief_done_at is None:
+            self._chief_done_at = time.monotonic()
+            self.display.event(f"waiting up to {EVALUATOR_FINISH_S:.0f}s for the evaluator to evaluate the final checkpoint")
+        return time.monotonic() - self._chief_done_at < EVALUATOR_FINISH_S
 
     def _outcome(self, ok: bool, message: str) -> Outcome:
         return Outcome(ok=ok, message=message, restarts=self.restarts, status=self.status)
@@ -247,7 +262,7 @@ class Supervisor:
                 if code == 0 and role in ("chief", "evaluator"):
                     self._finished.add(task)
                     if role == "evaluator":
-                        self.display.event(f"{task.name} finished")
+                        self.display.event(f"{task.name} finished: {child.reason().split(': ', 1)[-1]}")
                     continue
                 return task, code
         return None
