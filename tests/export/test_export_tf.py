@@ -158,6 +158,29 @@ def test_tf_keras_legacy_model_exports(tmp_path, testmodels_on_path):
     assert [i["name"] for i in manifest["signature"]["inputs"]] == ["x"]
 
 
+@pytest.mark.parametrize(
+    "module, args, quantization",
+    [
+        ("tfps_trainer.examples.wide_deep", {"vocab_size": 5000, "embed_dim": 8, "hidden": 16}, "dynamic"),
+        ("tfps_trainer.examples.linear_tf_keras", {"hidden": 16}, "float16"),
+    ],
+)
+def test_other_examples_export_every_format(tmp_path, module, args, quantization):
+    root = tmp_path / "job"
+    step = train_and_checkpoint(root, module, args, steps=30)
+    run = run_export(settings(root, module, args, tflite_quantization=quantization, verify_samples=64))
+    assert run.rc == 0, run.stderr[-3000:]
+    manifest = _check_manifest_matches_files(root / "exports" / str(step))
+    assert [a["quantization"] for a in manifest["artifacts"]] == [None, "none", quantization, None]
+    from tfps_trainer.contract import load
+
+    inputs = load(module).module.sample_inputs(40, args)
+    ref = _tf_reference(module, args, root / "checkpoints" / f"ckpt-{step}", inputs)
+    export_dir = root / "exports" / str(step)
+    np.testing.assert_allclose(_onnxruntime(export_dir / "model.onnx", inputs), ref, atol=1e-5)
+    np.testing.assert_allclose(_litert(export_dir / "model.tflite", inputs), ref, atol=1e-5)
+
+
 # ---- failure paths: an earlier good export must survive every one of them untouched ----
 
 
