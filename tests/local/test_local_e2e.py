@@ -155,3 +155,39 @@ def test_sigterm_leaves_no_process_and_rerun_resumes(tmp_path):
     resumed = [int(ln.rsplit(" ", 1)[1]) for ln in rerun.stdout.splitlines() if "resumed from checkpoint step" in ln]
     assert resumed and resumed[0] >= stopped, rerun.stdout
     assert latest_checkpoint_step(root) == 1500
+
+
+def test_lost_port_race_restarts_on_fresh_ports(tmp_path, monkeypatch):
+    """A port taken between our bind-check and the trainer's bind: TF cannot start its server; the
+    runner recognises it and starts the cluster again on fresh ports (not counted as a restart)."""
+    import socket
+
+    from tfps_operator.build.jobsettings import job_settings
+    from tfps_operator.local import supervisor as sup
+    from tfps_operator.local.cli import load_job
+    from tfps_operator.local.progress import PlainDisplay
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    real, calls = sup.free_ports, []
+
+    def ps_port_taken_first(n: int) -> list[int]:
+        ports = real(n)
+        calls.append(n)
+        if len(calls) == 1:
+            ports[0] = taken.getsockname()[1]  # ps-0 is first in START_ORDER
+        return ports
+
+    monkeypatch.setattr(sup, "free_ports", ps_port_taken_first)
+    job = load_job(str(QUICKSTART), steps=20, no_export=True)
+    plan = sup.LocalJob(job=job, settings=job_settings(job, mount_path=str(tmp_path)))
+    s = sup.Supervisor(plan, PlainDisplay(20))
+    try:
+        out = s.run()
+    finally:
+        s.stop()
+        taken.close()
+    assert out.ok and out.restarts == 0, out.message
+    assert len(calls) == 2
+    assert "Could not start gRPC server" in (tmp_path / "default" / "quickstart" / "logs" / "ps-0.log").read_text()

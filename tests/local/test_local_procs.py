@@ -130,4 +130,7 @@ def test_ports():
         assert not is_free(ports[0])
     assert looks_like_port_in_use("E0000 ... bind: Address already in use")
     assert looks_like_port_in_use("OSError: [Errno 98] Address already in use")
+    # TensorFlow 2.21's tf.distribute.Server on a taken port (seen with a real trainer):
+    assert looks_like_port_in_use("add_port.cc:83] Failed to add port to server: No address added out of total 1 resolved")
+    assert looks_like_port_in_use("tfps-trainer ps/0: internal error: UnknownError: Could not start gRPC server")
     assert not looks_like_port_in_use("ValueError: loss is NaN")

@@ -13,7 +13,10 @@ from contextlib import ExitStack
 
 HOST = "127.0.0.1"
 
-_IN_USE = re.compile(r"address already in use|EADDRINUSE|Failed to add port|errno 98", re.IGNORECASE)
+_IN_USE = re.compile(
+    r"address already in use|EADDRINUSE|errno 98|Failed to add port|Could not start gRPC server", re.IGNORECASE
+)
+"""Python's EADDRINUSE, and what a TensorFlow gRPC server logs when its port is taken."""
 
 
 def free_ports(n: int, host: str = HOST) -> list[int]:
