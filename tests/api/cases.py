@@ -97,7 +97,8 @@ INVALID: list[Case] = [
     case("template-memory-negative", f"{WT}.resources.limits.memory",
          _set(f"{WT}.resources", {"limits": {"memory": "-1Gi"}})),
     case("env-name-pattern", f"{WT}.env[0].name", _set(f"{WT}.env", [{"name": "1 bad", "value": "x"}])),
-    case("mount-path-relative", "spec.storage.mountPath", _set("spec.storage.mountPath", "data")),
+    case("mount-path-relative", "spec.storage.mountPath",
+         _set("spec.storage", {"claimName": "data", "mountPath": "data"})),
     case("pvc-size-pattern", "spec.storage.volumeClaimTemplate.size",
          _set("spec.storage", {"volumeClaimTemplate": {"size": "10 GB"}})),
     # ranges

@@ -35,8 +35,8 @@ def install_crd(kubeconfig: str, timeout: float = 60) -> dict[str, Any]:
     api_client = config.new_client_from_config(config_file=kubeconfig)
     try:
         ext = client.ApiextensionsV1Api(api_client)
-        ext.patch_custom_resource_definition(
-            name, text, field_manager=FIELD_MANAGER, force=True,
+        ext.patch_custom_resource_definition(  # a dict body is sent as JSON, which is valid YAML
+            name, manifest, field_manager=FIELD_MANAGER, force=True,
             _content_type="application/apply-patch+yaml",
         )
         group, version = manifest["spec"]["group"], manifest["spec"]["versions"][0]["name"]
