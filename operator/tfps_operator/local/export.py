@@ -33,7 +33,7 @@ class ExportOutcome:
     artifacts: list[ArtifactResult] = field(default_factory=list)
 
 
-def read_result(plan: LocalJob, child: Child) -> ExportSucceeded | ExportFailed | None:
+def read_result(child: Child) -> ExportSucceeded | ExportFailed | None:
     """The exporter's result from its termination log (None if it wrote none or garbage)."""
     try:
         return parse_message(child.reason())
@@ -47,7 +47,10 @@ def succeeded(plan: LocalJob, result: ExportSucceeded) -> ExportOutcome:
     artifacts = list(result.artifacts)
     export_dir = root / result.path
     if result.truncated or not artifacts:
-        manifest = json.loads((root / result.manifest).read_text())
+        try:
+            manifest = json.loads((root / result.manifest).read_text())
+        except (OSError, ValueError) as exc:
+            return ExportOutcome(False, f"ExportFailed: cannot read the export manifest {root / result.manifest}: {exc}")
         artifacts = [
             ArtifactResult(format=a["format"], path=str(Path(result.path) / a["path"]), bytes=a["bytes"],
                            sha256=a["sha256"], max_error=(a.get("verification") or {}).get("maxAbsError"))
@@ -72,9 +75,11 @@ def run_export(plan: LocalJob, display: Display, grace: float = 10.0, poll: floa
                 time.sleep(poll)
         finally:
             stop_all([child], grace)
-        result = read_result(plan, child)
+        result = read_result(child)
         if code == 0 and isinstance(result, ExportSucceeded):
             out = succeeded(plan, result)
+            if not out.ok:
+                return out
             missing = set(plan.settings.export.formats) - {a.format for a in out.artifacts}
             if not missing:
                 return out
@@ -102,6 +107,11 @@ def human_size(n: int | None) -> str:
 def artifact_rows(artifacts: list[ArtifactResult]) -> list[tuple[str, str, str, str]]:
     """(format, path, size, verified max error) per artifact."""
     return [
-        (a.format if a.quantization in (None, "none") else f"{a.format} ({a.quantization})", a.path, human_size(a.bytes), "-" if a.max_error is None else f"{a.max_error:.3g}")
+        (
+            a.format if a.quantization in (None, "none") else f"{a.format} ({a.quantization})",
+            a.path,
+            human_size(a.bytes),
+            "-" if a.max_error is None else f"{a.max_error:.3g}",
+        )
         for a in artifacts
     ]

@@ -252,7 +252,10 @@ class Supervisor:
 
     def _first_failure(self) -> tuple[Task, int] | None:
         """The first process (in FAILURE_ORDER) that ended badly; records clean exits of chief/evaluator."""
+        chief_done = Task("chief", 0) in self._finished
         for role in FAILURE_ORDER:
+            if chief_done and role in ("ps", "worker"):
+                continue  # training is over; only the evaluator still matters
             for task, child in self.children.items():
                 if task.role != role or task in self._finished or task in self._recreate_at:
                     continue
