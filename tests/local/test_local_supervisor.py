@@ -5,7 +5,6 @@ The same situations with the real TensorFlow trainer are in test_local_e2e.py (@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -196,10 +195,6 @@ RUNNER = textwrap.dedent("""
     cli.plan_from_args = lambda a: dataclasses.replace(real(a), trainer=tuple(sys.argv[1:3]))
     sys.exit(cli.main(cli.argparse.Namespace(file=sys.argv[3], workdir=sys.argv[4], steps=None, no_export=True)))
 """)
-
-
-def _pids_in_logs(root: Path) -> list[int]:
-    return [int(p) for p in (root / "pids").read_text().split()] if (root / "pids").exists() else []
 
 
 def test_sigterm_stops_every_process_and_rerun_resumes(tmp_path):
