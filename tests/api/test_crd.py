@@ -144,3 +144,15 @@ def test_gt_is_refused_by_the_generator() -> None:
 
     with pytest.raises(SchemaError, match="ge/le"):
         _structural(M.model_json_schema(), {}, "")
+
+
+def test_untranslatable_constraints_are_refused_not_dropped() -> None:
+    from pydantic import BaseModel, Field
+
+    from tfps_operator.api.crd import SchemaError, _structural
+
+    class M(BaseModel):
+        x: int = Field(multiple_of=2)
+
+    with pytest.raises(SchemaError, match="multipleOf"):
+        _structural(M.model_json_schema(), {}, "")

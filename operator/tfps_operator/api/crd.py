@@ -31,8 +31,10 @@ _KEEP = (
     "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "maxItems",
     "x-kubernetes-int-or-string", "x-kubernetes-preserve-unknown-fields", "x-kubernetes-validations",
 )
-_IGNORE = {"title", "$defs", "additionalProperties", "properties", "items", "required", "anyOf",
-           "propertyNames", "$ref", "const", "allOf"}
+_HANDLED = {"title", "$defs", "additionalProperties", "properties", "items", "required", "anyOf",
+            "propertyNames", "$ref", "const", "allOf"}
+"""Keywords translated below; any other keyword is an error, so no constraint of the models is
+silently lost from the CRD (which would let the client and the API server disagree)."""
 
 PRINTER_COLUMNS = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "description": "Job phase."},
@@ -83,6 +85,9 @@ def _structural(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[s
         return _structural({**branches[0], **outer}, defs, path)
     if "exclusiveMinimum" in node or "exclusiveMaximum" in node:
         raise SchemaError(f"{path}: use ge/le, not gt/lt (OpenAPI v3.0 exclusive bounds are booleans)")
+    unknown = set(node) - set(_KEEP) - _HANDLED
+    if unknown:
+        raise SchemaError(f"{path}: no CRD translation for {sorted(unknown)}")
 
     out: dict[str, Any] = {k: copy.deepcopy(node[k]) for k in _KEEP if k in node and not (k == "default" and node[k] is None)}
     if "description" in out:  # docstrings: unwrap lines, keep paragraphs
