@@ -265,6 +265,14 @@ def test_symlinked_checkpoint_directory_is_refused(tmp_path, earlier_export):
     run = run_export(settings(other, LINEAR, args, verify_samples=16))
     assert run.rc == 8 and run.result.reason == "UnsafePath" and "symlink" in run.result.message
     assert not (other / "exports").exists()
+    # a checkpoint whose data file is a symlink (e.g. planted to read another job's weights)
+    (other / "checkpoints").unlink()
+    shutil.copytree(root / "checkpoints", other / "checkpoints")
+    data = next((other / "checkpoints").glob("ckpt-20.data-*"))
+    data.unlink()
+    os.symlink(next((root / "checkpoints").glob("ckpt-20.data-*")), data)
+    run = run_export(settings(other, LINEAR, args, verify_samples=16), "--step", "20")
+    assert run.rc == 8 and run.result.reason == "UnsafePath" and data.name in run.result.message
 
 
 def test_sigterm_mid_export_publishes_nothing_and_leaves_no_staging(tmp_path, testmodels_on_path):

@@ -46,6 +46,9 @@ def find_checkpoint(settings: JobSettings, checkpoint: str | None, step: int | N
         given = inside(root, checkpoint, "--checkpoint")
         prefix = _latest(given) if given.is_dir() else given
     prefix = inside(root, prefix, "checkpoint")
+    for f in [Path(f"{prefix}.index"), *prefix.parent.glob(f"{prefix.name}.data-*")]:
+        if f.is_symlink():
+            raise ExportError("UnsafePath", f"checkpoint file {f} is a symlink; refusing to follow it")
     if not Path(f"{prefix}.index").is_file():
         raise ExportError("CheckpointNotFound", f"checkpoint {prefix} not found (no {prefix.name}.index)")
     rel = str(prefix.relative_to(Path(inside(root, ".", "job root"))))
