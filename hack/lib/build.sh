@@ -1,0 +1,143 @@
+# shellcheck shell=bash
+# Build the control-plane binaries from the Go module proxy, once per version, into $TFPS_CACHE.
+# Sourced by hack/cluster; expects log/die helpers and versions.sh.
+
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+
+# go_mod_file MODULE@VERSION -> path of that module's go.mod in the module cache
+go_mod_file() {
+  go mod download -json "$1" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("GoMod") or sys.exit(d.get("Error","no GoMod")))'
+}
+
+# staging_replaces GOMOD MINOR -> "k8s.io/x => k8s.io/x v0.MINOR" for each "k8s.io/x => ./staging/..." line
+staging_replaces() {
+  awk -v v="$2" '$1 ~ /^k8s\.io\// && $2 == "=>" && $3 ~ /^\.\/staging\// { print $1 " => " $1 " " v }' "$1"
+}
+
+# required_version GOMOD MODULE -> version that GOMOD requires
+required_version() {
+  awk -v m="$2" '$1 == m && $2 ~ /^v/ { print $2; exit }' "$1"
+}
+
+# run_build COMPONENT LOGFILE CMD... : run a build step, on failure name the component and show the log tail.
+run_build() {
+  local comp=$1 logf=$2; shift 2
+  if ! "$@" >>"$logf" 2>&1; then
+    echo "!! build of $comp failed: $*" >&2
+    echo "---- last 40 lines of $logf ----" >&2
+    tail -n 40 "$logf" >&2
+    return 1
+  fi
+}
+
+# build_k8s: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd (the version
+# k8s.io/kubernetes itself pins) in ONE go build so shared packages compile once.
+build_k8s() {
+  local dir="$TFPS_CACHE/k8s/$K8S_VERSION" mod
+  [[ -f $dir/bin/.complete ]] && return 0
+  log "building Kubernetes $K8S_VERSION + etcd into $dir/bin (once per version; this takes a while)"
+  mkdir -p "$dir" && mod=$(mktemp -d "$dir/wrapper.XXXXXX")
+  local logf="$dir/build.log" kgomod minor etcdv t0=$SECONDS
+  : >"$logf"
+  kgomod=$(go_mod_file "k8s.io/kubernetes@$K8S_VERSION") || { echo "!! cannot fetch k8s.io/kubernetes@$K8S_VERSION" >&2; return 1; }
+  minor=${K8S_VERSION#v1.}; minor="v0.$minor"
+  etcdv=$(required_version "$kgomod" go.etcd.io/etcd/server/v3)
+  [[ -n $etcdv ]] || { echo "!! k8s.io/kubernetes go.mod does not name go.etcd.io/etcd/server/v3" >&2; return 1; }
+  {
+    echo "module tfps.local/k8sbuild"
+    echo; echo "go 1.26"
+    echo; echo "require ("
+    echo "	k8s.io/kubernetes $K8S_VERSION"
+    echo "	go.etcd.io/etcd/server/v3 $etcdv"
+    echo ")"
+    echo; echo "replace ("
+    staging_replaces "$kgomod" "$minor" | sed 's/^/	/'
+    echo ")"
+  } >"$mod/go.mod"
+  mkdir -p "$mod/cmd/etcd"
+  cat >"$mod/cmd/etcd/main.go" <<'GO'
+// etcd, built from go.etcd.io/etcd/server/v3 at the version k8s.io/kubernetes pins.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  cat >"$mod/tools.go" <<'GO'
+//go:build tools
+
+// Keeps the command packages in go.mod for `go mod tidy`; never compiled.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+  log "  wrapper module $mod: $(grep -c '=> k8s.io/' "$mod/go.mod") staging replaces read from k8s.io/kubernetes go.mod; etcd $etcdv"
+  local vpkg ld maj=1 min=${K8S_VERSION#v1.}; min=${min%%.*}
+  ld="-s -w"
+  for vpkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $vpkg.gitVersion=$K8S_VERSION -X $vpkg.gitMajor=$maj -X $vpkg.gitMinor=$min -X $vpkg.gitTreeState=clean -X $vpkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  ld+=" -X go.etcd.io/etcd/api/v3/version.GitSHA=tfps"
+  ( cd "$mod" && run_build "k8s (go mod tidy)" "$logf" go mod tidy ) || return 1
+  log "  go build kube-apiserver kube-controller-manager kube-scheduler kubectl etcd (log: $logf)"
+  ( cd "$mod" && run_build "k8s (go build)" "$logf" go build -trimpath -ldflags="$ld" -o "$mod/out/" \
+      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./cmd/etcd ) || return 1
+  rm -rf "${dir:?}/bin" && mv "$mod/out" "$dir/bin"
+  echo "k8s.io/kubernetes $K8S_VERSION; go.etcd.io/etcd/server/v3 $etcdv; $(go version)" >"$dir/bin/VERSIONS"
+  rm -rf "$mod"
+  touch "$dir/bin/.complete"
+  log "  built Kubernetes $K8S_VERSION + etcd $etcdv in $((SECONDS - t0))s"
+}
+
+# build_simple COMPONENT MODULE VERSION PKG LDFLAGS: one Go command from its own module, own pins.
+build_simple() {
+  local comp=$1 module=$2 ver=$3 pkg=$4 extra_ld=$5
+  local dir="$TFPS_CACHE/$comp/$ver" mod logf t0=$SECONDS
+  [[ -f $dir/bin/.complete ]] && return 0
+  log "building $comp $ver ($pkg) into $dir/bin"
+  mkdir -p "$dir" && mod=$(mktemp -d "$dir/wrapper.XXXXXX"); logf="$dir/build.log"; : >"$logf"
+  printf 'module tfps.local/%sbuild\n\ngo 1.26\n\nrequire %s %s\n' "$comp" "$module" "$ver" >"$mod/go.mod"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >"$mod/tools.go"
+  ( cd "$mod" && run_build "$comp (go mod tidy)" "$logf" go mod tidy ) || return 1
+  ( cd "$mod" && run_build "$comp (go build)" "$logf" go build -trimpath -ldflags="-s -w $extra_ld" -o "$mod/out/" "$pkg" ) || return 1
+  rm -rf "${dir:?}/bin" && mv "$mod/out" "$dir/bin"
+  echo "$module $ver; $(go version)" >"$dir/bin/VERSIONS"
+  rm -rf "$mod"
+  touch "$dir/bin/.complete"
+  log "  built $comp $ver in $((SECONDS - t0))s"
+}
+
+# kwok_stages: kwok's own default Stage objects (what `kwokctl` loads: node-initialize,
+# node-heartbeat-with-lease, pod-ready, pod-complete, pod-delete), copied from the kwok module.
+kwok_stages() {
+  local out="$TFPS_CACHE/kwok/$KWOK_VERSION/stages.yaml" src f
+  [[ -s $out ]] && return 0
+  src=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])') || return 1
+  : >"$out.tmp"
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    [[ -f $src/kustomize/stage/$f ]] || { echo "!! kwok $KWOK_VERSION has no kustomize/stage/$f" >&2; return 1; }
+    { echo "---"; cat "$src/kustomize/stage/$f"; } >>"$out.tmp"
+  done
+  mv "$out.tmp" "$out"
+}
+
+build_all() {
+  command -v go >/dev/null || die "go is not installed (need a Go toolchain >= 1.26 to build the control plane)"
+  build_k8s || die "build of Kubernetes $K8S_VERSION failed (see above)"
+  build_simple kwok sigs.k8s.io/kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok \
+    "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" || die "build of kwok $KWOK_VERSION failed (see above)"
+  kwok_stages || die "could not assemble kwok's default stages for $KWOK_VERSION"
+  build_simple helm helm.sh/helm/v4 "$HELM_VERSION" helm.sh/helm/v4/cmd/helm \
+    "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" || die "build of helm $HELM_VERSION failed (see above)"
+}

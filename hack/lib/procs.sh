@@ -1,0 +1,82 @@
+# shellcheck shell=bash
+# Process helpers for hack/cluster: start by pid file, stop by pid file, wait, report failures.
+
+# proc_pid NAME -> pid from the pid file if that process is alive AND is the binary we started
+proc_pid() {
+  local f="$PIDS/$1.pid" pid
+  [[ -f $f ]] || return 1
+  pid=$(<"$f")
+  [[ $pid =~ ^[0-9]+$ ]] && [[ -r /proc/$pid/cmdline ]] || return 1
+  # Guard against pid reuse: the recorded command line must be the one we launched.
+  [[ -f $PIDS/$1.cmd ]] && [[ $(tr '\0' ' ' </proc/"$pid"/cmdline) == "$(<"$PIDS/$1.cmd")" ]] || return 1
+  echo "$pid"
+}
+proc_alive() { proc_pid "$1" >/dev/null; }
+
+# start_proc NAME BINARY ARGS... : start detached (own session), log to $LOGS/NAME.log
+start_proc() {
+  local name=$1; shift
+  [[ -x $1 ]] || fail_component "$name" "binary $1 is missing"
+  log "starting $name (log: ${LOGS#"$REPO"/}/$name.log)"
+  printf '\n==== %s start %s\n%s\n' "$name" "$(date -u +%FT%TZ)" "$*" >>"$LOGS/$name.log"
+  # 9>&-: never hand the `up` lock (fd 9) to a long-lived process, or every later `up` waits forever
+  setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &
+  local pid=$!
+  echo "$pid" >"$PIDS/$name.pid"
+  printf '%s ' "$@" >"$PIDS/$name.cmd"
+}
+
+# fail_component NAME REASON : name the component, show its log tail, stop what we started, exit
+fail_component() {
+  echo "!! $1 failed to start: $2" >&2
+  if [[ -f $LOGS/$1.log ]]; then
+    echo "---- last 30 lines of ${LOGS#"$REPO"/}/$1.log ----" >&2
+    tail -n 30 "$LOGS/$1.log" >&2
+    echo "----" >&2
+  fi
+  stop_all quiet
+  exit 1
+}
+
+# wait_for NAME TIMEOUT_S CMD... : poll CMD until it succeeds; fail if NAME dies or time runs out
+wait_for() {
+  local name=$1 timeout=$2 t0=$SECONDS; shift 2
+  until "$@" >/dev/null 2>&1; do
+    proc_alive "$name" || fail_component "$name" "process exited"
+    (( SECONDS - t0 < timeout )) || fail_component "$name" "not ready after ${timeout}s"
+    sleep 0.5
+  done
+  log "  $name ready ($((SECONDS - t0))s)"
+}
+
+# stop_all [quiet] : stop every component we started, newest first; TERM, then KILL after 15s
+stop_all() {
+  local quiet=${1:-} i name pid
+  for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
+    name=${COMPONENTS[i]}
+    if pid=$(proc_pid "$name"); then
+      [[ -n $quiet ]] || log "stopping $name (pid $pid)"
+      [[ -z $quiet ]] || log "stopping leftover $name (pid $pid)"
+      kill -TERM "$pid" 2>/dev/null || true
+      local n=0
+      while kill -0 "$pid" 2>/dev/null && ((n++ < 150)); do sleep 0.1; done
+      if kill -0 "$pid" 2>/dev/null; then
+        log "  $name did not exit on TERM; killing"
+        kill -KILL "$pid" 2>/dev/null || true
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+      fi
+    fi
+    rm -f "$PIDS/$name.pid" "$PIDS/$name.cmd"
+  done
+}
+
+port_in_use() { ss -Htln "sport = :$1" 2>/dev/null | grep -q .; }
+
+check_ports_free() {
+  local p
+  for p in "$@"; do
+    if port_in_use "$p"; then
+      die "port $p is already in use (not by a process this checkout started): $(ss -Htlnp "sport = :$p" | head -1)"
+    fi
+  done
+}
