@@ -159,24 +159,29 @@ def test_tf_keras_legacy_model_exports(tmp_path, testmodels_on_path):
 
 
 @pytest.mark.parametrize(
-    "module, args, quantization",
+    "module, args, quantization, fmts",
     [
-        ("tfps_trainer.examples.wide_deep", {"vocab_size": 5000, "embed_dim": 8, "hidden": 16}, "dynamic"),
-        ("tfps_trainer.examples.linear_tf_keras", {"hidden": 16}, "float16"),
+        ("tfps_trainer.examples.wide_deep", {"vocab_size": 5000, "embed_dim": 8, "hidden": 16}, "dynamic",
+         ("savedmodel", "tflite", "onnx")),
+        ("tfps_trainer.examples.linear_tf_keras", {"hidden": 16}, "float16", ("tflite", "onnx")),
     ],
 )
-def test_other_examples_export_every_format(tmp_path, module, args, quantization):
+def test_other_examples_export_every_format(tmp_path, module, args, quantization, fmts):
     root = tmp_path / "job"
     step = train_and_checkpoint(root, module, args, steps=30)
-    run = run_export(settings(root, module, args, tflite_quantization=quantization, verify_samples=64))
+    run = run_export(settings(root, module, args, formats=fmts, tflite_quantization=quantization, verify_samples=64))
     assert run.rc == 0, run.stderr[-3000:]
-    manifest = _check_manifest_matches_files(root / "exports" / str(step))
-    assert [a["quantization"] for a in manifest["artifacts"]] == [None, "none", quantization, None]
+    export_dir = root / "exports" / str(step)
+    manifest = _check_manifest_matches_files(export_dir)
+    expected = {"savedmodel": [None], "tflite": ["none", quantization], "onnx": [None]}
+    assert [a["quantization"] for a in manifest["artifacts"]] == [q for f in fmts for q in expected[f]]
+    # only the requested artifacts are published (no intermediate SavedModel when it was not asked for)
+    names = {"savedmodel": ["savedmodel"], "tflite": ["model.tflite", f"model_{quantization}.tflite"], "onnx": ["model.onnx"]}
+    assert sorted(p.name for p in export_dir.iterdir()) == sorted(["manifest.json", *(n for f in fmts for n in names[f])])
     from tfps_trainer.contract import load
 
     inputs = load(module).module.sample_inputs(40, args)
     ref = _tf_reference(module, args, root / "checkpoints" / f"ckpt-{step}", inputs)
-    export_dir = root / "exports" / str(step)
     np.testing.assert_allclose(_onnxruntime(export_dir / "model.onnx", inputs), ref, atol=1e-5)
     np.testing.assert_allclose(_litert(export_dir / "model.tflite", inputs), ref, atol=1e-5)
 
