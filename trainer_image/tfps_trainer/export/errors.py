@@ -25,3 +25,9 @@ class ExportError(Exception):
 
 CANCELLED = threading.Event()
 """Set by the SIGTERM/SIGINT handler; the pipeline checks it between steps and right before publishing."""
+
+
+def one_line(exc: BaseException, limit: int = 600) -> str:
+    """``Type: message`` on one line, shortened: for messages built from library exceptions."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:limit]}"

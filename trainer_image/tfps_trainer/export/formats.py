@@ -34,8 +34,7 @@ from typing import Any, Callable
 import numpy as np
 import tensorflow as tf
 
-from .errors import ExportError
-from .source import _one_line
+from .errors import ExportError, one_line
 
 SIGNATURE = "serving_default"
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
@@ -113,7 +112,7 @@ def savedmodel(model: Any, serve: Serving, path: Path) -> Artifact:
         archive.add_endpoint(name=SIGNATURE, fn=serve.fn, input_signature=[serve.signature])
         archive.write_out(str(path), verbose=False)
     except Exception as exc:  # noqa: BLE001
-        raise ExportError("ConversionFailed", f"savedmodel: export failed: {_one_line(exc)}") from None
+        raise ExportError("ConversionFailed", f"savedmodel: export failed: {one_line(exc)}") from None
     return Artifact(format="savedmodel", rel=path.name, details={"signature": SIGNATURE})
 
 
@@ -144,7 +143,7 @@ def tflite(saved_model_dir: Path, path: Path, quantization: str = "none",
                 f"{label}: unsupported op(s) {', '.join(ops)}: not TFLite built-ins (LiteRT runs built-in ops only); "
                 "drop 'tflite' from export.formats or avoid these ops",
             ) from None
-        raise ExportError("ConversionFailed", f"{label}: conversion failed: {_one_line(exc)}") from None
+        raise ExportError("ConversionFailed", f"{label}: conversion failed: {one_line(exc)}") from None
     path.write_bytes(content)
     details = {"calibrationSamples": len(next(iter(calibration.values())))} if quantization == "int8" and calibration else {}
     return Artifact(format="tflite", rel=path.name, quantization=quantization, details=details)
@@ -176,13 +175,13 @@ def onnx(serve: Serving, path: Path, opset: int) -> Artifact:
     try:
         proto, _ = tf2onnx.convert.from_function(positional, input_signature=specs, opset=opset)
     except Exception as exc:  # noqa: BLE001
-        raise ExportError("ConversionFailed", f"{label}: conversion failed: {_one_line(exc)}") from None
+        raise ExportError("ConversionFailed", f"{label}: conversion failed: {one_line(exc)}") from None
     try:
         onnx_lib.checker.check_model(proto)
     except Exception as exc:  # noqa: BLE001 - an unmapped TF op survives as an unknown node
         unknown = sorted({n.op_type for n in proto.graph.node if not _known_onnx_op(n, opset)})
         hint = f" (ops tf2onnx could not convert: {', '.join(unknown)})" if unknown else ""
-        raise ExportError("ConversionFailed", f"{label}: invalid model{hint}: {_one_line(exc)}") from None
+        raise ExportError("ConversionFailed", f"{label}: invalid model{hint}: {one_line(exc)}") from None
     got_in = [i.name for i in proto.graph.input]
     got_out = [o.name for o in proto.graph.output]
     if got_in != names or sorted(got_out) != sorted(serve.output_names):

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from ..config import JobSettings
 from ..contract import ContractError, ModelContract, load
-from .errors import ExportError
+from .errors import ExportError, one_line
 from .safepaths import inside
 
 _CKPT = re.compile(r"^ckpt-(\d+)$")
@@ -70,7 +70,7 @@ def _step_of(prefix: Path) -> int:
         if reader.has_tensor(STEP_KEY):
             return int(reader.get_tensor(STEP_KEY))
     except Exception as exc:  # noqa: BLE001 - unreadable index/data files
-        raise ExportError("CheckpointCorrupt", f"checkpoint {prefix} cannot be read: {_one_line(exc)}") from None
+        raise ExportError("CheckpointCorrupt", f"checkpoint {prefix} cannot be read: {one_line(exc)}") from None
     m = _CKPT.match(prefix.name)
     if not m:
         raise ExportError("CheckpointCorrupt", f"checkpoint {prefix} has no 'step' variable and no ckpt-N name")
@@ -82,7 +82,7 @@ def input_signature(contract: ModelContract, args: dict[str, Any]) -> dict[str, 
     try:
         sig = contract.input_signature(args)
     except Exception as exc:  # noqa: BLE001
-        raise ExportError("ContractError", f"{contract.module_name}.input_signature raised {_one_line(exc)}") from None
+        raise ExportError("ContractError", f"{contract.module_name}.input_signature raised {one_line(exc)}") from None
     if not isinstance(sig, dict) or not sig:
         raise ExportError("ContractError", f"{contract.module_name}.input_signature must return a non-empty dict")
     out = {}
@@ -122,7 +122,7 @@ def samples(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.Ten
         raise
     except Exception as exc:  # noqa: BLE001
         src = "sample_inputs" if fn is not None else "dataset"
-        raise ExportError("ContractError", f"{contract.module_name}.{src} raised {_one_line(exc)}") from None
+        raise ExportError("ContractError", f"{contract.module_name}.{src} raised {one_line(exc)}") from None
     if not isinstance(raw, dict):
         if len(sig) != 1:
             raise ExportError("ContractError", f"{contract.module_name}: samples must be a dict keyed by {list(sig)}")
@@ -168,14 +168,14 @@ def build_and_restore(contract: ModelContract, args: dict[str, Any], ckpt: Check
             model = contract.build_model(args)
             model(sample if as_dict else next(iter(sample.values())), training=False)
     except Exception as exc:  # noqa: BLE001
-        raise ExportError("ContractError", f"{contract.module_name}.build_model failed: {_one_line(exc)}") from None
+        raise ExportError("ContractError", f"{contract.module_name}.build_model failed: {one_line(exc)}") from None
     try:
         status = tf.train.Checkpoint(model=model).restore(str(ckpt.prefix))
         status.expect_partial()
         status.assert_existing_objects_matched()
     except Exception as exc:  # noqa: BLE001
         raise ExportError(
-            "CheckpointCorrupt", f"checkpoint {ckpt.rel} cannot be restored into {contract.module_name}: {_one_line(exc)}"
+            "CheckpointCorrupt", f"checkpoint {ckpt.rel} cannot be restored into {contract.module_name}: {one_line(exc)}"
         ) from None
     for var in model.weights:
         value = np.asarray(var.numpy() if hasattr(var, "numpy") else var)
@@ -186,7 +186,3 @@ def build_and_restore(contract: ModelContract, args: dict[str, Any], ckpt: Check
             )
     return model
 
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:600]}"

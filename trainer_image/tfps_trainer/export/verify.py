@@ -30,9 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..config import ExportSettings, Tolerance
-from .errors import ExportError
+from .errors import ExportError, one_line
 from .formats import SIGNATURE, Artifact
-from .source import _one_line
 
 DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     "savedmodel": Tolerance(max_abs=1e-6, max_rel=1e-6),
@@ -86,7 +85,7 @@ def run_artifact(artifact: Artifact, path: Path, inputs: dict[str, np.ndarray]) 
     except ExportError:
         raise
     except Exception as exc:  # noqa: BLE001 - a runtime refusing the artifact is a verification failure
-        raise ExportError("VerificationFailed", f"{artifact.label}: cannot run in its runtime: {_one_line(exc)}") from None
+        raise ExportError("VerificationFailed", f"{artifact.label}: cannot run in its runtime: {one_line(exc)}") from None
 
 
 def _spec(name: str, shape: Any, dtype: Any) -> dict[str, Any]:
