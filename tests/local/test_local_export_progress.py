@@ -127,3 +127,39 @@ def test_status_parsing_and_plain_display():
     assert lines[0].endswith("step 120/300  loss 0.5  12.5 steps/s  checkpoint @ 100")
     assert lines[1].endswith("step 200/300  checkpoint @ 200")
     assert human_size(None) == "-" and human_size(512) == "512 B" and human_size(3 * 1024 * 1024) == "3.0 MiB"
+
+
+def test_fetch_status_survives_bad_answers():
+    """A chief that is starting, dying or cut off mid-answer must never crash the runner."""
+    import socket
+    import threading
+
+    from tfps_operator.local.progress import fetch_status
+
+    answers = [
+        b"HTTP/1.0 200 OK\r\nContent-Length: 547\r\n\r\n{\"step\": 1",  # cut off (IncompleteRead)
+        b"HTTP/1.0 200 OK\r\n\r\nnot json",
+        b"garbage",
+        b"HTTP/1.0 200 OK\r\n\r\n{\"step\": 7, \"loss\": 0.25}",
+    ]
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+
+    def serve():
+        for answer in answers:
+            conn, _ = srv.accept()
+            conn.recv(4096)
+            conn.sendall(answer)
+            conn.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}/status"
+    try:
+        assert [fetch_status(url, timeout=5) for _ in range(3)] == [None, None, None]
+        assert fetch_status(url, timeout=5) == Status(step=7, loss=0.25)
+    finally:
+        srv.close()
+    t.join(5)
+    assert fetch_status(url, timeout=1) is None  # nothing listening

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import sys
 import time
-import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
@@ -50,7 +50,7 @@ def fetch_status(url: str, timeout: float = 0.5) -> Status | None:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - loopback URL we built
             return Status.from_json(json.loads(resp.read()))
-    except (OSError, ValueError, urllib.error.URLError):
+    except (OSError, ValueError, http.client.HTTPException):  # not up yet, going away, or half an answer
         return None
 
 
