@@ -73,7 +73,8 @@ def test_every_rendered_object_passes_server_dry_run(values: Path, helm, cluster
     assert {"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"} <= kinds
     # Server-side apply as a dry run: admission, schema validation and RBAC escalation checks run,
     # nothing is stored.
-    out = kubectl("apply", "--server-side", "--force-conflicts", "--dry-run=server", "-n", release_ns, "-f", "-",
+    # Every namespaced object names its namespace itself (no -n: kubectl would refuse the Roles).
+    out = kubectl("apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "-",
                   input=rendered)
     assert out.stdout.count("(server dry run)") == len(objs), out.stdout
 
@@ -104,6 +105,9 @@ def test_namespaced_mode_is_minimal(helm, cluster, make_namespace):
             assert can_i(inst, verb, res, namespace=watched)
             assert not can_i(inst, verb, res, namespace=other), f"{verb} {res} allowed outside the watched namespace"
         assert not can_i(inst, "list", "pods", all_namespaces=True)
+        # Subresources are checked as such (not as object names): the granted one is allowed.
+        assert can_i(inst, "patch", "pstrainingjobs.tfps.dev/status", namespace=watched)
+        assert not can_i(inst, "patch", "pstrainingjobs.tfps.dev/status", namespace=other)
 
 
 def test_clusterwide_mode_is_minimal(helm, cluster, make_namespace):
