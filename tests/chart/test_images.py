@@ -244,3 +244,40 @@ def test_trainer_entrypoint_module_exists():
     entrypoint = json.loads([r for op, r in ins if op == "ENTRYPOINT"][-1])
     assert entrypoint[:2] == ["python", "-m"]
     assert importlib.util.find_spec(entrypoint[2] + ".__main__") is not None, f"{entrypoint[2]} has no __main__"
+
+
+_IMPORT_GUARD = r'''
+import importlib, importlib.abc, importlib.metadata as md, json, pkgutil, sys
+allowed = set(json.loads(sys.argv[1]))
+owners = md.packages_distributions()
+
+class Guard(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        top = name.partition(".")[0]
+        dists = {d.lower().replace("_", "-") for d in owners.get(top, [])}
+        if dists and not dists & allowed:
+            raise ImportError(f"{name} (from {sorted(dists)}) is not installed in this image")
+        return None
+
+sys.meta_path.insert(0, Guard())
+import tfps_operator
+for mod in pkgutil.walk_packages(tfps_operator.__path__, "tfps_operator."):
+    if not mod.name.startswith(sys.argv[2]) and not mod.name.endswith("__main__"):
+        importlib.import_module(mod.name)
+import tfps_trainer.config, tfps_trainer.export.result
+print("imported", len([m for m in sys.modules if m.startswith("tfps_operator")]))
+'''
+
+
+def test_operator_code_imports_only_what_the_operator_image_installs():
+    """Every tfps_operator module the operator process can load (all but the local runner, which
+    is `tfps run` and needs the trainer extra) imports with only the base closure available."""
+    import json
+    import subprocess
+    import sys
+
+    allowed = set(_closure(frozenset())) | {canonicalize_name(DIST)}
+    proc = subprocess.run([sys.executable, "-c", _IMPORT_GUARD, json.dumps(sorted(allowed)), "tfps_operator.local"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert int(proc.stdout.split()[-1]) > 20
