@@ -16,10 +16,13 @@ never starts the control plane.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -89,13 +92,28 @@ def poll(fn: Callable[[], T], *, timeout: float = 60, interval: float = 0.5, wha
         time.sleep(interval)
 
 
+@contextlib.contextmanager
+def _alarm_paused() -> Iterator[None]:
+    """Suspend a pending SIGALRM timer (pytest-timeout's signal method) and restore what was left of it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    left, interval = signal.setitimer(signal.ITIMER_REAL, 0)
+    try:
+        yield
+    finally:
+        if left:
+            signal.setitimer(signal.ITIMER_REAL, left, interval)
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Cluster:
     status = _hack_cluster("status", timeout=60)
     if status.returncode != 0:
-        # Cold builds take a while; pytest-timeout's per-test limit does not cover session setup sensibly,
-        # so give `up` its own generous limit.
-        up = _hack_cluster("up", timeout=3600)
+        # A cold `up` builds Kubernetes (~20-30 min on 2 cores): longer than pytest-timeout's per-test
+        # limit, which also runs during fixture setup. Hold that alarm while `up` runs, then re-arm it.
+        with _alarm_paused():
+            up = _hack_cluster("up", timeout=3600)
         if up.returncode != 0:
             pytest.fail(
                 f"hack/cluster up failed (exit {up.returncode})\n{up.stdout[-4000:]}\n{up.stderr[-4000:]}",

@@ -18,7 +18,8 @@ start_proc() {
   local name=$1; shift
   [[ -x $1 ]] || fail_component "$name" "binary $1 is missing"
   log "starting $name (log: ${LOGS#"$REPO"/}/$name.log)"
-  printf '\n==== %s start %s\n%s\n' "$name" "$(date -u +%FT%TZ)" "$*" >>"$LOGS/$name.log"
+  [[ -f $LOGS/$name.log ]] && mv -f "$LOGS/$name.log" "$LOGS/$name.log.prev"   # keep one previous run
+  printf '==== %s start %s\n%s\n' "$name" "$(date -u +%FT%TZ)" "$*" >"$LOGS/$name.log"
   # 9>&-: never hand the `up` lock (fd 9) to a long-lived process, or every later `up` waits forever
   setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &
   local pid=$!
@@ -34,7 +35,7 @@ fail_component() {
     tail -n 30 "$LOGS/$1.log" >&2
     echo "----" >&2
   fi
-  stop_all quiet
+  stop_all
   exit 1
 }
 
@@ -49,25 +50,31 @@ wait_for() {
   log "  $name ready ($((SECONDS - t0))s)"
 }
 
-# stop_all [quiet] : stop every component we started, newest first; TERM, then KILL after 15s
-stop_all() {
-  local quiet=${1:-} i name pid
-  for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
-    name=${COMPONENTS[i]}
+# stop_group NAME... : TERM the named components together, KILL whatever is left after 15s
+stop_group() {
+  local name pid running=() n=0
+  for name in "$@"; do
     if pid=$(proc_pid "$name"); then
-      [[ -n $quiet ]] || log "stopping $name (pid $pid)"
-      [[ -z $quiet ]] || log "stopping leftover $name (pid $pid)"
+      log "stopping $name (pid $pid)"
       kill -TERM "$pid" 2>/dev/null || true
-      local n=0
-      while kill -0 "$pid" 2>/dev/null && ((n++ < 150)); do sleep 0.1; done
-      if kill -0 "$pid" 2>/dev/null; then
-        log "  $name did not exit on TERM; killing"
-        kill -KILL "$pid" 2>/dev/null || true
-        while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
-      fi
+      running+=("$pid")
     fi
-    rm -f "$PIDS/$name.pid" "$PIDS/$name.cmd"
   done
+  _alive() { local p; for p in "${running[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+  while (( ${#running[@]} )) && _alive && ((n++ < 150)); do sleep 0.1; done
+  if (( ${#running[@]} )) && _alive; then
+    log "  $* did not exit within 15s of TERM; killing"
+    kill -KILL "${running[@]}" 2>/dev/null || true
+    while _alive; do sleep 0.1; done
+  fi
+  for name in "$@"; do rm -f "$PIDS/$name.pid" "$PIDS/$name.cmd"; done
+}
+
+# stop_all : stop every component we started: clients first, then the apiserver, then etcd
+stop_all() {
+  stop_group kwok kube-scheduler kube-controller-manager
+  stop_group kube-apiserver
+  stop_group etcd
 }
 
 port_in_use() { ss -Htln "sport = :$1" 2>/dev/null | grep -q .; }
