@@ -7,6 +7,7 @@ The shared cluster other tests use is never touched.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
 import socket
@@ -84,6 +85,13 @@ def test_up_status_down_and_recovery_from_a_killed_run(scratch: Scratch) -> None
     assert all(_listening(p) for p in scratch.ports.values())
     first = scratch.pids()
     assert sorted(first) == sorted(COMPONENTS)
+
+    # Every address the cluster hands out is loopback, Service ClusterIPs included.
+    kubectl = [str(scratch.state / "bin" / "kubectl"), f"--kubeconfig={scratch.state / 'kubeconfig'}"]
+    subprocess.run([*kubectl, "create", "service", "clusterip", "probe", "--tcp=80:80"], check=True, timeout=60)
+    ip = subprocess.run([*kubectl, "get", "service", "probe", "-o", "jsonpath={.spec.clusterIP}"],
+                        check=True, capture_output=True, text=True, timeout=60).stdout
+    assert ipaddress.ip_address(ip) in ipaddress.ip_network("127.0.0.0/8"), ip
 
     env = scratch.run("env").stdout
     assert f'export KUBECONFIG="{scratch.state}/kubeconfig"' in env
