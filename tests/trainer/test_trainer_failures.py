@@ -73,3 +73,15 @@ def test_nan_loss_with_check_numerics_fails_without_checkpointing_the_bad_state(
         for name, value in checkpoint_tensors(f"{settings.paths.checkpoints}/ckpt-{step}").items():
             if isinstance(value, np.ndarray) and value.dtype.kind == "f":
                 assert np.isfinite(value).all(), f"ckpt-{step}: {name} is not finite"
+
+
+def test_unreachable_ps_at_startup_is_a_clear_failure(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "job", steps=50)
+    with LocalCluster(tmp_path / "procs", settings, extra_env={"TFPS_STARTUP_TIMEOUT": "2"}) as cluster:
+        cluster.start("chief", 0)  # no ps / worker processes at all
+        code = cluster.wait(timeout=120)
+        last_line = cluster.log("chief", 0).read_text().strip().splitlines()[-1]
+    assert code == EXIT_LOST_CLUSTER
+    assert last_line.startswith("tfps-trainer chief/0: parameter server(s) ps/0 (127.0.0.1:"), last_line
+    assert "ps/1" in last_line and "not reachable after 2s" in last_line
+    assert checkpoint_steps(settings.paths.checkpoints) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,25 @@ def test_restarting_the_cluster_resumes_from_the_latest_checkpoint(tmp_path: Pat
     # The restarted chief's own event file starts after step 100 and ends at 160.
     run2 = scalar_events(Path(second.paths.tensorboard) / "chief", "loss", newest_file_only=True)
     assert min(run2) > 100 and max(run2) == 160
+
+
+def test_legacy_tf_keras_model_trains(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "job", steps=200, model_module="tfps_trainer.examples.linear_tf_keras",
+                             checkpoint=CheckpointSettings(every_steps=100))
+    with LocalCluster(tmp_path / "procs", settings) as cluster:
+        cluster.start_all()
+        assert cluster.wait() == 0, cluster.tail()
+    assert checkpoint_steps(settings.paths.checkpoints) == [100, 200]
+    losses = scalar_events(Path(settings.paths.tensorboard) / "chief", "loss")
+    assert losses[max(losses)] < losses[min(losses)] / 5
+
+
+def test_chief_started_before_its_servers_waits_for_them(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "job", steps=50)
+    with LocalCluster(tmp_path / "procs", settings) as cluster:
+        chief = cluster.start("chief", 0)  # pods start in any order
+        time.sleep(15)
+        assert chief.poll() is None, cluster.tail()
+        cluster.start_servers()
+        assert cluster.wait() == 0, cluster.tail()
+    assert checkpoint_steps(settings.paths.checkpoints) == [50]

@@ -37,6 +37,8 @@ def make_settings(root: Path, **overrides: Any) -> JobSettings:
         "steps": 200,
         "batch_size": 32,
         "paths": Paths(root=str(root)),
+        # Slow enough that the loss is still visibly falling when the first progress is reported.
+        "model_args": {"learning_rate": 0.01},
     }
     base.update(overrides)
     return JobSettings(**base)

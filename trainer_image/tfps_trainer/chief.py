@@ -1,8 +1,8 @@
 """The chief: ParameterServerStrategy + ClusterCoordinator training loop with checkpoints.
 
 Keras 3 ``model.fit`` refuses ParameterServerStrategy datasets, so this is a custom loop: the chief
-schedules ``train_step`` closures on the workers in chunks, keeping one chunk queued ahead so the
-workers never idle; it fetches the previous chunk's last result for progress. Before a checkpoint it
+schedules ``train_step`` closures on the workers in chunks, keeping ``AHEAD`` chunks queued so
+the workers never idle; it fetches the previous chunk's last result for progress. Before a checkpoint it
 joins (so the saved state is exactly ``step`` updates and every loss up to it was checked).
 """
 
@@ -17,11 +17,16 @@ from typing import Any
 import tensorflow as tf
 
 from . import checkpoints, modelio, sharding, summaries
+from .cluster import read_tf_config, wait_for_addresses
 from .config import JobSettings
 from .contract import ModelContract
 from .errors import LostClusterError, NumericsError, TrainerError
 from .progress import Progress
 
+AHEAD = 2
+"""Chunks of scheduled steps kept queued ahead of the one whose result the chief waits for."""
+CHUNK_SECONDS = 0.5
+"""Target work per chunk: how often progress (step, loss, steps/s) is refreshed."""
 NUMERICS_TAG = "tfps: non-finite training loss"
 _NUMERICS_OP = re.compile(r'Detected Infinity or NaN in output \d+ of (?:graph )?op "[^"]+"')
 _PS_TASK = re.compile(r"/job:ps/replica:\d+/task:(\d+)")
@@ -130,7 +135,7 @@ class Trainer:
             policy = checkpoints.Policy.from_settings(self.settings.checkpoint, done)
             scheduled = done
             pending: collections.deque = collections.deque()  # (step number, RemoteValue of its loss)
-            chunk = 20
+            chunk = 50
             last_t, last_step = time.monotonic(), done
             while scheduled < target:
                 end = min(target, scheduled + chunk)
@@ -142,14 +147,14 @@ class Trainer:
                     rv = self.coordinator.schedule(self._train_step, args=(self.iterator,))
                 scheduled = end
                 pending.append((scheduled, rv))
-                if len(pending) > 1:  # keep one chunk queued; wait for the one before it
+                if len(pending) > AHEAD:  # keep AHEAD chunks queued; wait for the one before them
                     step, prev = pending.popleft()
                     loss = float(prev.fetch())
                     now = time.monotonic()
                     rate = (step - last_step) / max(now - last_t, 1e-9)
                     self._report(step, loss, rate)
                     last_t, last_step = now, step
-                    chunk = int(min(500, max(10, rate * 0.5)))  # ~0.5 s of work per chunk
+                    chunk = int(min(1000, max(20, rate * CHUNK_SECONDS)))
                 if policy.due(scheduled) or scheduled >= target:
                     self.coordinator.join()  # every step <= scheduled done, every loss checked
                     step, last = pending.pop()
@@ -210,8 +215,24 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+STARTUP_TIMEOUT_ENV = "TFPS_STARTUP_TIMEOUT"
+"""Seconds the chief waits for its parameter servers to accept connections (default 600)."""
+
+
+def wait_for_parameter_servers(progress: Progress) -> None:
+    task = read_tf_config()
+    timeout = float(os.environ.get(STARTUP_TIMEOUT_ENV, "600"))
+    progress.update(message="waiting for parameter servers")
+    missing = wait_for_addresses(task.cluster["ps"], timeout)
+    if missing:
+        names = ", ".join(f"ps/{task.cluster['ps'].index(a)} ({a})" for a in missing)
+        raise LostClusterError(f"parameter server(s) {names} not reachable after {timeout:g}s")
+    progress.update(message="")
+
+
 def run(settings: JobSettings, contract: ModelContract, progress: Progress) -> str:
     """Train; return a one-line success summary."""
+    wait_for_parameter_servers(progress)
     trainer = Trainer(settings, contract, progress)
     final = trainer.run()
     ck = trainer.last_checkpoint

@@ -82,3 +82,30 @@ def _is_address(value: object) -> bool:
         return False
     host, _, port = value.rpartition(":")
     return bool(host) and port.isdigit() and 0 < int(port) < 65536
+
+
+def wait_for_addresses(addresses: list[str], timeout: float, poll: float = 0.5) -> list[str]:
+    """Wait until every ``host:port`` accepts a TCP connection; return those that never did.
+
+    Pods start in any order: the chief waits for its parameter servers before creating the
+    strategy, instead of failing on a PS that is still importing TensorFlow.
+    """
+    import socket
+    import time
+
+    pending = list(addresses)
+    deadline = time.monotonic() + timeout
+    while pending:
+        still = []
+        for addr in pending:
+            host, _, port = addr.rpartition(":")
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), timeout=2):
+                    pass
+            except OSError:
+                still.append(addr)
+        pending = still
+        if not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(poll)
+    return pending
