@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import secrets
@@ -43,7 +44,7 @@ def pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
     v = sorted(values)
-    return v[min(len(v) - 1, max(0, int(round(q / 100 * len(v) + 0.5)) - 1))]
+    return v[min(len(v) - 1, max(0, math.ceil(q / 100 * len(v)) - 1))]
 
 
 def setup_namespace(api: Any, ns: str, operator: str) -> None:
