@@ -126,7 +126,9 @@ def _finish_training_with_export(kube, export_spec=None):
     kube.wait_until(lambda: "j-chief-0" in kube.trainer_pods("j"), timeout=20, what="chief created")
     kube.finish_pod("j-chief-0", "Succeeded", 0)
     kube.wait_phase("j", "Exporting")
-    ej = kube.d(kube.batch.read_namespaced_job("j-export", kube.ns))
+    ej = kube.wait_until(lambda: next(iter(kube.d(kube.batch.list_namespaced_job(kube.ns).items)), None),
+                         timeout=20, what="export Job created")  # the status is written before the child
+    assert ej["metadata"]["name"] == "j-export"
     assert ej["metadata"]["ownerReferences"][0]["name"] == "j"
     assert ej["spec"]["template"]["spec"]["containers"][0]["command"] == ["python", "-m", "tfps_trainer.export"]
     pod = kube.wait_until(lambda: next(iter(kube.pods("job-name=j-export")), None), timeout=20, what="export pod")
@@ -268,12 +270,18 @@ def test_two_peered_operators_never_both_act_and_the_standby_takes_over(kube, st
     from tfps_operator.peering import manifests
 
     peering = f"tfps-{kube.ns}"
+    docs = manifests(peering, [kube.ns])
+    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    kubectl("apply", "--server-side", "--field-manager=tfps-tests", "-f", "-", input=yaml.safe_dump_all(crds))
+    kubectl("wait", "--for=condition=Established", "--timeout=30s", *[f"crd/{d['metadata']['name']}" for d in crds])
     kubectl("apply", "--server-side", "--field-manager=tfps-tests", "-f", "-",
-            input=yaml.safe_dump_all(manifests(peering, [kube.ns])))
+            input=yaml.safe_dump_all([d for d in docs if d not in crds]))
     common = {"TFPS_PEERING_LIFETIME": "4"}
     leader = start_operator(kube.ns, extra_env={**common, "TFPS_PEERING_PRIORITY": "200"}, extra_args=["--peering", peering])
     standby = start_operator(kube.ns, extra_env={**common, "TFPS_PEERING_PRIORITY": "100"}, extra_args=["--peering", peering])
-    kube.wait_until(lambda: "Pausing operations in favour of" in standby.log(), timeout=30, what="standby paused")
+    # Kopf starts every peer paused; only the highest priority resumes.
+    kube.wait_until(lambda: "Resuming operations after the pause" in leader.log(), timeout=30, what="leader acting")
+    assert "(paused)" in standby.log() and "Resuming operations" not in standby.log()
     kube.create_job(job_body("j"))
     before = uids(kube.wait_pods_running("j", TRAINERS))
     kube.wait_phase("j", "Running")
@@ -285,3 +293,4 @@ def test_two_peered_operators_never_both_act_and_the_standby_takes_over(kube, st
     kube.wait_until(lambda: (u := uids(kube.wait_pods_running("j", TRAINERS)))["j-worker-0"] != before["j-worker-0"],
                     timeout=60, interval=0.5, what="standby took over and recreated worker-0")
     assert _reconciles(standby.metrics()) >= 1
+    assert "Resuming operations after the pause" in standby.log()
