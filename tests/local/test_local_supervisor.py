@@ -63,7 +63,7 @@ class Recorder:
 
 def run(tmp_path: Path, job: PSTrainingJob, display: Recorder, env: dict[str, str] | None = None) -> tuple[Supervisor, sup.Outcome]:
     plan = LocalJob(job=job, settings=job_settings(job, mount_path=str(tmp_path)), trainer=FAKE)
-    s = Supervisor(plan, display, poll_interval=0.1, grace=3)
+    s = Supervisor(plan, display, poll_interval=0.1, grace=3, port_race_settle=1.0)
     old = dict(os.environ)
     os.environ.update(env or {})
     try:
@@ -107,7 +107,7 @@ def test_killed_worker_is_recreated_alone(tmp_path):
     rec = Recorder(at_step=10, action=lambda: os.kill(holder["s"].children[Task("worker", 1)].pid, signal.SIGKILL))
     plan_job = make_job(steps=40)
     plan = LocalJob(job=plan_job, settings=job_settings(plan_job, mount_path=str(tmp_path)), trainer=FAKE)
-    s = holder["s"] = Supervisor(plan, rec, poll_interval=0.1, grace=3)
+    s = holder["s"] = Supervisor(plan, rec, poll_interval=0.1, grace=3, port_race_settle=1.0)
     try:
         out = s.run()
     finally:
@@ -123,7 +123,7 @@ def test_killed_ps_restarts_cluster_from_checkpoint(tmp_path):
     rec = Recorder(at_step=25, action=lambda: os.kill(holder["s"].children[Task("ps", 0)].pid, signal.SIGKILL))
     job = make_job(steps=50)
     plan = LocalJob(job=job, settings=job_settings(job, mount_path=str(tmp_path)), trainer=FAKE)
-    s = holder["s"] = Supervisor(plan, rec, poll_interval=0.1, grace=3)
+    s = holder["s"] = Supervisor(plan, rec, poll_interval=0.1, grace=3, port_race_settle=1.0)
     try:
         out = s.run()
     finally:

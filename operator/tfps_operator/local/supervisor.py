@@ -32,6 +32,7 @@ PROGRESS_HOST_ENV = "TFPS_PROGRESS_HOST"
 STARTUP_WINDOW_S = 30.0
 """A process that dies this soon after starting, saying its port is taken, lost a port race."""
 MAX_PORT_RACES = 5
+PORT_RACE_SETTLE_S = 5.0
 MAX_RECREATE_DELAY_S = 30.0
 EVALUATOR_FINISH_S = 60.0
 
@@ -133,6 +134,7 @@ class Supervisor:
     display: Display
     poll_interval: float = 0.5
     grace: float = 10.0
+    port_race_settle: float = PORT_RACE_SETTLE_S
     restarts: int = 0
     children: dict[Task, Child] = field(default_factory=dict)
     status: Status | None = None
@@ -191,9 +193,10 @@ class Supervisor:
                 continue
             task, code = failed
             child = self.children[task]
-            if self._lost_port_race(child) and races < MAX_PORT_RACES:
+            loser = self._port_race_loser(child)
+            if loser is not None and races < MAX_PORT_RACES:
                 races += 1
-                self.display.event(f"{task.name} could not bind its port (taken meanwhile); restarting on fresh ports")
+                self.display.event(f"{loser.name} could not bind its port (taken meanwhile); restarting on fresh ports")
                 self.stop()
                 self._start_cluster()
                 continue
@@ -270,7 +273,24 @@ class Supervisor:
                 return task, code
         return None
 
-    @staticmethod
-    def _lost_port_race(child: Child) -> bool:
-        young = time.monotonic() - child.started_at < STARTUP_WINDOW_S
-        return young and looks_like_port_in_use(child.reason() + "\n" + child.tail(40))
+    def _port_race_loser(self, failed: Child) -> Child | None:
+        """The child that lost a port race, if the failure of young ``failed`` is (a consequence of) one.
+
+        A process that cannot bind its port may not be the first to die: the chief can fail on a
+        port held by a stranger before the PS reports it. So a failure at startup waits a moment
+        for any sibling to say its port was taken.
+        """
+        if not _young(failed):
+            return None
+        settle = time.monotonic() + self.port_race_settle
+        while True:
+            for child in [failed, *self.children.values()]:
+                if _young(child) and looks_like_port_in_use(child.reason() + "\n" + child.tail(40)):
+                    return child
+            if time.monotonic() >= settle:
+                return None
+            time.sleep(0.2)
+
+
+def _young(child: Child) -> bool:
+    return child.started_at > 0 and time.monotonic() - child.started_at < STARTUP_WINDOW_S
