@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
 
 KWOK_HANDS_OFF = {"metadata": {"annotations": {"kwok.x-k8s.io/status": "custom"}}}
 TRAINERS = ["j-chief-0", "j-ps-0", "j-worker-0", "j-worker-1"]
-PERMISSION_ERRORS = ("403", "Forbidden", "forbidden", "Not enough permissions")
+PERMISSION_ERRORS = ("Forbidden", "is forbidden", "Not enough permissions", "status=403")  # API, Kopf, client
 
 
 @pytest.fixture(scope="module")
