@@ -190,6 +190,9 @@ def make_namespace(request: pytest.FixtureRequest, k8s: Any) -> Iterator[Callabl
     yield make
     for name in made:
         try:
+            # No kubelet confirms a graceful pod deletion for pods kwok ignores (annotation
+            # kwok.x-k8s.io/status=custom); force-delete pods so the namespace cannot hang Terminating.
+            core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
             core.delete_namespace(name, propagation_policy="Background", grace_period_seconds=0)
         except ApiException as e:
             if e.status != 404:

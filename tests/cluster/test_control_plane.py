@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import ipaddress
 import tempfile
+import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -255,10 +256,30 @@ def test_patched_terminal_pod_status_sticks(k8s, namespace, wait_until, phase, e
     }
     core.patch_namespaced_pod_status("worker-0", namespace, patch)
 
-    import time
-
     time.sleep(3)  # give kwok time to (wrongly) react; it must not
     st = core.read_namespaced_pod_status("worker-0", namespace).status
     assert st.phase == phase
     term = st.container_statuses[0].state.terminated
     assert term is not None and term.exit_code == exit_code and term.reason == reason
+
+
+def test_pod_annotated_status_custom_is_left_to_the_test(k8s, namespace, wait_until) -> None:
+    """hack/README.md: kwok ignores pods annotated kwok.x-k8s.io/status=custom; the test owns their status."""
+    core = client.CoreV1Api(k8s)
+    pod = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="held", annotations={"kwok.x-k8s.io/status": "custom"}),
+        spec=client.V1PodSpec(containers=[_container()], restart_policy="Never"),
+    )
+    core.create_namespaced_pod(namespace, pod)
+    wait_until(lambda: core.read_namespaced_pod("held", namespace).spec.node_name, timeout=30, what="pod held scheduled")
+    time.sleep(2)  # kwok would have made it Running by now
+    assert core.read_namespaced_pod_status("held", namespace).status.phase == "Pending"
+    core.patch_namespaced_pod_status("held", namespace, {"status": {"phase": "Running", "podIP": "127.1.1.250",
+                                                                   "podIPs": [{"ip": "127.1.1.250"}]}})
+    time.sleep(1)
+    st = core.read_namespaced_pod_status("held", namespace).status
+    assert (st.phase, st.pod_ip) == ("Running", "127.1.1.250")
+    # Nothing confirms a graceful deletion of such a pod; force it (the namespace fixture does the same).
+    core.delete_namespaced_pod("held", namespace, grace_period_seconds=0)
+    wait_until(lambda: _status_code(lambda: core.read_namespaced_pod("held", namespace)) == 404,
+               timeout=30, what="pod held deleted")
