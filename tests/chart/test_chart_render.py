@@ -247,3 +247,40 @@ def test_servicemonitor_without_service_fails_clearly():
     proc = template(HELM, sets=["metrics.serviceMonitor.enabled=true", "metrics.service.enabled=false"], check=False)
     assert proc.returncode != 0
     assert "metrics.serviceMonitor.enabled needs metrics.service.enabled" in proc.stderr
+
+
+def _namespaced_rules_of(rendered: str) -> set:
+    objs = objects(rendered)
+    roles = by_kind(objs, "Role")
+    return rule_set(roles[0]["rules"]) if roles else rule_set(one(objs, "ClusterRole")["rules"])
+
+
+@needs_helm
+def test_rendered_rules_are_the_operators_permission_table():
+    """The chart grants exactly tests/chart/rbac.py's table (what the operator calls), which the
+    cluster tests prove sufficient and minimal on a real API server."""
+    from .rbac import EXPECTED_CLUSTER_SCOPED, EXPECTED_NAMESPACED
+
+    rendered = template(HELM, CHART / "ci" / "namespaced-values.yaml").stdout
+    ns_objs = objects(rendered)
+    assert _namespaced_rules_of(rendered) == EXPECTED_NAMESPACED
+    assert rule_set(one(ns_objs, "ClusterRole")["rules"]) == EXPECTED_CLUSTER_SCOPED["namespaced"]
+    cw = rule_set(one(objects(template(HELM).stdout), "ClusterRole")["rules"])
+    assert cw == EXPECTED_NAMESPACED | EXPECTED_CLUSTER_SCOPED["clusterwide"]
+
+
+def test_install_doc_rbac_table_is_the_permission_table():
+    from .rbac import EXPECTED_NAMESPACED
+
+    doc = (ROOT / "docs" / "install.md").read_text()
+    table = doc[doc.index("| API group | resource | verbs | why |"):]
+    triples = set()
+    for line in table.splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        group, resources, verbs = (c.strip().strip("`") for c in line.strip("|").split("|")[:3])
+        group = "" if group == "core" else group
+        for r in resources.split(","):
+            for v in verbs.split(","):
+                triples.add((group, r.strip().strip("`"), v.strip()))
+    assert triples == EXPECTED_NAMESPACED
