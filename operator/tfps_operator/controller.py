@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from . import metrics
 from .api.models import PSTrainingJob, PSTrainingJobStatus
 from .build import labels, names
-from .kube.client import ApiError, Kube
+from .kube.client import ApiError, Kube, controller_uid
 from .kube.executor import execute, post_events, status_patch
 from .reconcile.machine import creation_failed, invalid_spec, reconcile
 from .reconcile.observed import observe
@@ -150,8 +150,11 @@ class Controller:
             existing = set()
             for kind, child in (("Service", names.service_name(name)), ("NetworkPolicy", names.network_policy_name(name)),
                                 ("PersistentVolumeClaim", names.pvc_name(name))):
-                if current.phase not in ("Succeeded", "Failed") and await self.kube.get(kind, namespace, child):
-                    existing.add(f"{kind}/{child}")
+                if current.phase in ("Succeeded", "Failed"):
+                    continue
+                obj = await self.kube.get(kind, namespace, child)
+                if obj is not None and controller_uid(obj) == meta.get("uid"):
+                    existing.add(f"{kind}/{child}")  # someone else's object is not ours: creating it reports the clash
             export = (await self.kube.get("Job", namespace, names.export_job_name(name))
                       if current.phase == "Exporting" else None)
             plan = reconcile(job, current, observe(pods, export, existing), t, self.settings.build)

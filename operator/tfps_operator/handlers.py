@@ -55,7 +55,7 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
         await memo.controller.kube.close()
 
 
-@kopf.daemon(GROUP, VERSION, PLURAL, id="reconcile", cancellation_timeout=10)
+@kopf.daemon(GROUP, VERSION, PLURAL, id="reconcile", cancellation_backoff=2, cancellation_timeout=10)
 async def job_loop(name: str, namespace: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
     await memo.controller.run(namespace, name, stopped)
 

@@ -29,7 +29,8 @@ log = logging.getLogger("tfps_operator")
 def _configure_logging(s: OperatorSettings) -> None:
     kopf.configure(verbose=s.verbose, log_format=kopf.LogFormat.JSON if s.log_format == "json" else kopf.LogFormat.FULL)
     logging.getLogger("tfps_operator").setLevel(logging.DEBUG if s.verbose else logging.INFO)
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    for noisy in ("aiohttp.access", "kubernetes_asyncio"):  # the client logs whole response bodies at DEBUG
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def kopf_kwargs(s: OperatorSettings) -> dict[str, Any]:

@@ -294,3 +294,17 @@ def test_two_peered_operators_never_both_act_and_the_standby_takes_over(kube, st
                     timeout=60, interval=0.5, what="standby took over and recreated worker-0")
     assert _reconciles(standby.metrics()) >= 1
     assert "Resuming operations after the pause" in standby.log()
+
+
+def test_a_child_name_taken_by_someone_else_is_reported_not_stolen(kube, operator):
+    kube.core.create_namespaced_service(kube.ns, {"metadata": {"name": "j"}, "spec": {"clusterIP": "None", "ports": [{"port": 1}]}})
+    kube.create_job(job_body("j"))
+    created = kube.wait_until(lambda: (c := kube.condition("j", "Created")) and c["status"] == "False" and c,
+                              timeout=30, what="Created=False")
+    assert created["reason"] == "CreateFailed"
+    assert "Service/j already exists and is not controlled by this PSTrainingJob" in created["message"]
+    svc = kube.core.read_namespaced_service("j", kube.ns)
+    assert not svc.metadata.owner_references  # left alone
+    job = kube.job("j")
+    assert job["metadata"].get("annotations") is None or not [
+        a for a in job["metadata"]["annotations"] if a.startswith("kopf.")]

@@ -53,7 +53,7 @@ def _path(kind: str, namespace: str, name: str | None = None, sub: str | None = 
     return "/".join(filter(None, (f"{base}/namespaces/{namespace}/{plural}", name, sub)))
 
 
-def _controller_uid(obj: dict[str, Any]) -> str | None:
+def controller_uid(obj: dict[str, Any]) -> str | None:
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("controller"):
             return ref.get("uid")
@@ -128,7 +128,7 @@ class Kube:
         if existing is None:  # deleted in between: the next reconciliation creates it
             raise ApiError(409, "Conflict", f"{kind}/{name} exists but vanished while being read", "POST", f"{kind}/{name}")
         want = manifest["metadata"]["ownerReferences"][0]["uid"]
-        if _controller_uid(existing) != want:
+        if controller_uid(existing) != want:
             raise ChildConflict(f"{kind}/{name} already exists and is not controlled by this PSTrainingJob; "
                                 f"delete or rename it")
         return existing, False
