@@ -9,6 +9,7 @@ ClusterRole (test_chart_render.py checks they are equal; test_chart_cluster.py i
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -99,6 +100,54 @@ def test_operator_with_the_charts_serviceaccount_runs_full_lifecycles(
             denied = [line for line in log.splitlines() if any(s in line for s in PERMISSION_ERRORS)]
             assert not denied, "the operator hit missing permissions:\n" + "\n".join(denied[:20])
             assert op.proc is not None and op.proc.poll() is None, "operator exited"
+    except BaseException:
+        if op is not None:
+            sys.stderr.write(f"\n--- operator log ---\n{op.log()[-8000:]}\n")
+        raise
+    finally:
+        if op is not None:
+            op.stop()
+        try:
+            kube.core.delete_persistent_volume(f"{watched}-data")
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+
+
+def test_peering_rules_suffice_for_a_peered_operator(helm, cluster, k8s, kubectl, make_namespace, wait_until,
+                                                     tmp_path: Path):
+    """With operator.peering set, the chart's Role lets Kopf use the KopfPeering object (watch, patch
+    its heartbeat), and the peered operator serves jobs."""
+    import yaml
+
+    from support.crd import install_crd
+    from tfps_operator.peering import manifests
+
+    install_crd(str(cluster.kubeconfig))
+    release_ns, watched = make_namespace(), make_namespace()
+    peering = "tfps-chart"
+    kubectl("apply", "--server-side", "--field-manager=tfps-tests", "-f", "-",
+            input=yaml.safe_dump_all(manifests(peering, [watched])))
+    kube = Cluster(k8s, watched, wait_until)
+    kube.bound_claim("data")
+    op: OperatorProcess | None = None
+    try:
+        with helm_install(helm, cluster, release_ns,
+                          sets=[f"watchNamespaces={{{watched}}}", f"operator.peering={peering}"]) as inst:
+            op = OperatorProcess(str(inst.kubeconfig), [watched], tmp_path / "operator.log",
+                                 extra_env={"TFPS_OPERATOR_NAMESPACE": release_ns, "TFPS_PEERING_LIFETIME": "10"},
+                                 extra_args=["--peering", peering]).start()
+            # Kopf registered this replica in the peering object: it could watch and patch it.
+            def registered() -> bool:
+                obj = json.loads(kubectl("get", "kopfpeerings.kopf.dev", peering, "-n", watched, "-o", "json").stdout)
+                return bool(obj.get("status"))
+            wait_until(registered, timeout=30, what="operator's heartbeat in the KopfPeering")
+            kube.create_job(job_body("j"))
+            wait_until(lambda: sorted(kube.trainer_pods("j")) == TRAINERS, timeout=30, what="trainer pods")
+            kube.wait_phase("j", "Running", timeout=30)
+            kube.delete_job("j")
+            wait_until(lambda: kube.job("j") is None, timeout=60, what="job gone")
+            denied = [line for line in op.log().splitlines() if any(s in line for s in PERMISSION_ERRORS)]
+            assert not denied, "the operator hit missing permissions:\n" + "\n".join(denied[:20])
     except BaseException:
         if op is not None:
             sys.stderr.write(f"\n--- operator log ---\n{op.log()[-8000:]}\n")
