@@ -284,3 +284,10 @@ def test_install_doc_rbac_table_is_the_permission_table():
             for v in verbs.split(","):
                 triples.add((group, r.strip().strip("`"), v.strip()))
     assert triples == EXPECTED_NAMESPACED
+
+
+@needs_helm
+def test_too_old_kubernetes_is_refused_clearly():
+    proc = run([HELM, "template", "x", str(CHART), "--kube-version", "1.29.0"], check=False)
+    assert proc.returncode != 0 and "requires kubeVersion: >=1.30.0-0" in proc.stderr
+    run([HELM, "template", "x", str(CHART), "--kube-version", "1.30.0"])
