@@ -36,7 +36,7 @@ build_k8s() {
   local dir="$TFPS_CACHE/k8s/$K8S_VERSION" mod
   [[ -f $dir/bin/.complete ]] && return 0
   log "building Kubernetes $K8S_VERSION + etcd into $dir/bin (once per version; this takes a while)"
-  mkdir -p "$dir" && mod=$(mktemp -d "$dir/wrapper.XXXXXX")
+  mkdir -p "$dir" && rm -rf "$dir"/wrapper.* && mod=$(mktemp -d "$dir/wrapper.XXXXXX")
   local logf="$dir/build.log" kgomod minor etcdv t0=$SECONDS
   : >"$logf"
   kgomod=$(go_mod_file "k8s.io/kubernetes@$K8S_VERSION") || { echo "!! cannot fetch k8s.io/kubernetes@$K8S_VERSION" >&2; return 1; }
@@ -105,7 +105,7 @@ build_simple() {
   local dir="$TFPS_CACHE/$comp/$ver" mod logf t0=$SECONDS
   [[ -f $dir/bin/.complete ]] && return 0
   log "building $comp $ver ($pkg) into $dir/bin"
-  mkdir -p "$dir" && mod=$(mktemp -d "$dir/wrapper.XXXXXX"); logf="$dir/build.log"; : >"$logf"
+  mkdir -p "$dir" && rm -rf "$dir"/wrapper.* && mod=$(mktemp -d "$dir/wrapper.XXXXXX"); logf="$dir/build.log"; : >"$logf"
   printf 'module tfps.local/%sbuild\n\ngo 1.26\n\nrequire %s %s\n' "$comp" "$module" "$ver" >"$mod/go.mod"
   printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >"$mod/tools.go"
   ( cd "$mod" && run_build "$comp (go mod tidy)" "$logf" go mod tidy ) || return 1
