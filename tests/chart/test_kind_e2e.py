@@ -130,3 +130,19 @@ def test_applied_manifests_pass_server_dry_run(cluster, kubectl, wait_until):
         assert res.stdout.count("(server dry run)") == len(docs), res.stdout
     finally:
         kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_helm_values_the_script_sets_exist_in_the_chart():
+    """The script's `--set key=...` pass the chart's schema (no misspelled key silently ignored)."""
+    from .helpers import find_helm, template
+
+    helm = find_helm()
+    if helm is None:
+        pytest.skip("helm not built yet: `hack/cluster up` builds it")
+    keys = re.findall(r"--set ([\w.]+)=", SCRIPT.read_text())
+    assert {"image.repository", "image.tag", "image.pullPolicy", "trainerImage"} <= set(keys)
+    samples = {"image.pullPolicy": "Never", "operator.logFormat": "plain"}
+    out = template(helm, sets=[f"{k}={samples.get(k, 'tfps-e2e')}" for k in keys])
+    dep = next(d for d in objects(out.stdout) if d["kind"] == "Deployment")
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert c["image"] == "tfps-e2e:tfps-e2e" and c["imagePullPolicy"] == "Never"
