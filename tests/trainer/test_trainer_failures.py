@@ -10,7 +10,7 @@ import pytest
 from trainer_cluster import LocalCluster, checkpoint_steps, checkpoint_tensors, make_settings, stored_step
 
 from tfps_trainer.config import CheckpointSettings
-from tfps_trainer.errors import EXIT_LOST_CLUSTER, EXIT_NUMERICS
+from tfps_trainer.errors import EXIT_CONTRACT, EXIT_LOST_CLUSTER, EXIT_NUMERICS
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(300)]
 
@@ -85,3 +85,18 @@ def test_unreachable_ps_at_startup_is_a_clear_failure(tmp_path: Path) -> None:
     assert last_line.startswith("tfps-trainer chief/0: parameter server(s) ps/0 (127.0.0.1:"), last_line
     assert "ps/1" in last_line and "not reachable after 2s" in last_line
     assert checkpoint_steps(settings.paths.checkpoints) == []
+
+
+def test_checkpoint_of_a_different_model_is_a_contract_error(tmp_path: Path) -> None:
+    first = make_settings(tmp_path / "job", steps=30, model_args={"features": 8})
+    with LocalCluster(tmp_path / "run1", first) as cluster:
+        cluster.start_all()
+        assert cluster.wait() == 0, cluster.tail()
+    changed = first.model_copy(update={"steps": 60, "model_args": {"features": 4}})  # same storage
+    with LocalCluster(tmp_path / "run2", changed) as cluster:
+        cluster.start_all()
+        code = cluster.wait()
+        last_line = cluster.log("chief", 0).read_text().strip().splitlines()[-1]
+    assert code == EXIT_CONTRACT, last_line
+    assert "ckpt-30 does not match the model built by 'tfps_trainer.examples.linear'" in last_line
+    assert checkpoint_steps(changed.paths.checkpoints) == [30]

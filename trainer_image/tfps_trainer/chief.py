@@ -20,7 +20,7 @@ from . import checkpoints, modelio, sharding, summaries
 from .cluster import read_tf_config, wait_for_addresses
 from .config import JobSettings
 from .contract import ModelContract
-from .errors import LostClusterError, NumericsError, TrainerError
+from .errors import ContractFailure, LostClusterError, NumericsError, TrainerError
 from .progress import Progress
 
 AHEAD = 2
@@ -79,7 +79,7 @@ class Trainer:
         except TrainerError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's dataset() failed while being traced
-            raise modelio.ContractFailure(
+            raise ContractFailure(
                 f"model module {contract.module_name!r}: dataset() failed: {type(exc).__name__}: {exc}"
             ) from exc
 
@@ -111,7 +111,13 @@ class Trainer:
     # ---- the loop -------------------------------------------------------------------------
 
     def restore(self) -> int:
-        path = self.checkpointer.restore_latest()
+        try:
+            path = self.checkpointer.restore_latest()
+        except (AssertionError, ValueError) as exc:  # the latest checkpoint does not fit this model
+            raise ContractFailure(
+                f"checkpoint {self.checkpointer.manager.latest_checkpoint} does not match the model built by "
+                f"{self.contract.module_name!r} (changed model code or args?): {_first_line(exc)[:300]}"
+            ) from None
         start = int(self.step.numpy())
         if path:
             self.last_checkpoint = checkpoints.info_for(path)
@@ -167,16 +173,19 @@ class Trainer:
                     self._save(step)
                     policy.saved(step)
             return scheduled
-        except tf.errors.InvalidArgumentError as exc:
-            if NUMERICS_TAG in str(exc) or "Inf" in str(exc) or "NaN" in str(exc):
-                raise self._numerics_error(exc) from None
-            raise TrainerError(f"training step failed: InvalidArgumentError: {_first_line(exc)}") from None
-        except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
-                tf.errors.DeadlineExceededError, tf.errors.UnknownError, tf.errors.InternalError,
-                tf.errors.FailedPreconditionError, tf.errors.NotFoundError) as exc:
-            raise self._cluster_error(exc) from None
+        except tf.errors.OpError as exc:
+            raise self.translate(exc) from None
         finally:
             self.writer.flush()
+
+    def translate(self, exc: tf.errors.OpError) -> TrainerError:
+        """A TensorFlow error from the cluster as a one-line trainer failure."""
+        text = str(exc)
+        if isinstance(exc, tf.errors.InvalidArgumentError):
+            if NUMERICS_TAG in text or "Detected Infinity or NaN" in text:
+                return self._numerics_error(exc)
+            return TrainerError(f"training step failed: InvalidArgumentError: {_first_line(exc)[:300]}")
+        return self._cluster_error(exc)
 
     def _report(self, step: int, loss: float, rate: float) -> None:
         self.progress.update(step=step, loss=loss, steps_per_second=rate)
@@ -185,7 +194,13 @@ class Trainer:
             summaries.scalar("steps_per_second", rate, step)
 
     def _save(self, step: int) -> None:
-        self.last_checkpoint = self.checkpointer.save(step)
+        try:
+            self.last_checkpoint = self.checkpointer.save(step)
+        except (tf.errors.PermissionDeniedError, tf.errors.ResourceExhaustedError, OSError) as exc:
+            raise TrainerError(
+                f"cannot write checkpoint step {step} to {self.settings.paths.checkpoints}: "
+                f"{type(exc).__name__}: {_first_line(exc)[:300]}"
+            ) from None
         self.progress.update(step=step, checkpoint=self.last_checkpoint)
         print(f"tfps-trainer chief: checkpoint step {step} -> {self.last_checkpoint.path}", flush=True)
 
@@ -233,7 +248,12 @@ def wait_for_parameter_servers(progress: Progress) -> None:
 def run(settings: JobSettings, contract: ModelContract, progress: Progress) -> str:
     """Train; return a one-line success summary."""
     wait_for_parameter_servers(progress)
-    trainer = Trainer(settings, contract, progress)
+    try:
+        trainer = Trainer(settings, contract, progress)
+    except tf.errors.OpError as exc:
+        raise LostClusterError(
+            f"cannot set up training on the cluster ({type(exc).__name__}: {_first_line(exc)[:300]})"
+        ) from None
     final = trainer.run()
     ck = trainer.last_checkpoint
     return f"completed step {final}/{settings.steps}; final checkpoint {ck.path if ck else '-'}"
