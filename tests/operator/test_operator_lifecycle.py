@@ -281,7 +281,8 @@ def test_two_peered_operators_never_both_act_and_the_standby_takes_over(kube, st
     standby = start_operator(kube.ns, extra_env={**common, "TFPS_PEERING_PRIORITY": "100"}, extra_args=["--peering", peering])
     # Kopf starts every peer paused; only the highest priority resumes.
     kube.wait_until(lambda: "Resuming operations after the pause" in leader.log(), timeout=30, what="leader acting")
-    assert "(paused)" in standby.log() and "Resuming operations" not in standby.log()
+    kube.wait_until(lambda: "(paused)" in standby.log(), timeout=30, what="standby started paused")
+    assert "Resuming operations" not in standby.log()
     kube.create_job(job_body("j"))
     before = uids(kube.wait_pods_running("j", TRAINERS))
     kube.wait_phase("j", "Running")
