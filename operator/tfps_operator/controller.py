@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -19,6 +19,7 @@ from .api.models import PSTrainingJob, PSTrainingJobStatus
 from .build import labels, names
 from .kube.client import ApiError, Kube, controller_uid
 from .kube.executor import execute, post_events, status_patch
+from .reconcile import crashloop
 from .reconcile.machine import creation_failed, invalid_spec, reconcile
 from .reconcile.observed import observe
 from .settings import OperatorSettings
@@ -67,6 +68,16 @@ async def _sleep(delay: float, wake: asyncio.Event, stopped: Any) -> None:
 class _JobState:
     wake: asyncio.Event
     create_failures: int = 0
+    replacements: dict[str, crashloop.Replacements] = field(default_factory=dict)
+    """Crash-loop backoff of replicas recreated alone, by pod name."""
+
+    def hold(self, now: datetime) -> dict[str, datetime]:
+        out = {}
+        for name, entry in self.replacements.items():
+            when = crashloop.not_before(entry, now)
+            if when is not None:
+                out[name] = when
+        return out
 
 
 class Controller:
@@ -157,12 +168,14 @@ class Controller:
                     existing.add(f"{kind}/{child}")  # someone else's object is not ours: creating it reports the clash
             export = (await self.kube.get("Job", namespace, names.export_job_name(name))
                       if current.phase == "Exporting" else None)
-            plan = reconcile(job, current, observe(pods, export, existing), t, self.settings.build)
+            plan = reconcile(job, current, observe(pods, export, existing), t, self.settings.build, state.hold(t))
         outcome = await execute(self.kube, body, current, plan)
         if outcome.conflict:
             return 0.0
         key = f"{namespace}/{name}"
         metrics.set_phase(key, plan.status.phase)
+        for pod_name in plan.replaced:
+            state.replacements[pod_name] = crashloop.record(state.replacements.get(pod_name), t)
         for role in plan.recreated:
             metrics.POD_RESTARTS.labels(role=role).inc()
         if plan.job_restarted:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -76,6 +77,14 @@ def test_worker_failure_recreates_the_same_worker_and_leaves_the_ps_alone(kube, 
     assert st["restarts"] == 0 and st["phase"] == "Running"
     assert "WorkerRestarted" in kube.event_reasons("j")
     assert 'tfps_pod_restarts_total{role="worker"} 1.0' in operator.metrics()
+
+    # It fails again at once: crash-loop backoff keeps the failed pod (and its logs) ~10 s first.
+    kube.finish_pod("j-worker-1", "Failed", 1, "worker OOM again")
+    failed_at = time.monotonic()
+    kube.wait_until(lambda: (p := kube.trainer_pods("j").get("j-worker-1")) and
+                    p["metadata"]["uid"] not in (before["j-worker-1"], after["j-worker-1"]) and
+                    p["status"].get("phase") == "Running", timeout=40, interval=0.5, what="worker-1 recreated again")
+    assert time.monotonic() - failed_at >= 8
 
 
 def test_ps_failure_restarts_the_whole_job_then_backoff_limit_fails_it(kube, operator):

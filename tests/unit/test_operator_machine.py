@@ -458,3 +458,27 @@ def test_status_workers_column_counts_running_workers():
     plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), observed(job, pods), later(1), CFG)
     assert plan.status.workers == "2/3"
     assert plan.status.replica_statuses["worker"].active == 3
+
+
+def test_crash_looping_worker_is_kept_until_its_backoff_passes_then_replaced():
+    job = make_job(ps=1, workers=1)
+    pods = all_pods(job)
+    pods[2] = pod(job, "worker", 0, "Failed", exit_code=1)
+    hold = {"mnist-worker-0": later(20)}
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(5), CFG, hold)
+    assert plan.actions == [] and plan.events == []  # the failed pod (and its logs) stay for now
+    assert plan.requeue_after == 15
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(20), CFG, hold)
+    assert deleted_names(plan) == ["mnist-worker-0"] and plan.replaced == ["mnist-worker-0"]
+
+
+def test_crash_loop_backoff_doubles_to_five_minutes_and_resets_after_ten_quiet_minutes():
+    from tfps_operator.reconcile.crashloop import delay, not_before, record
+
+    assert [delay(n) for n in range(0, 8)] == [0, 10, 20, 40, 80, 160, 300, 300]
+    first = record(None, T0)
+    assert not_before(first, T0) == later(10)
+    second = record(first, later(10))
+    assert second.count == 2 and not_before(second, later(10)) == later(30)
+    assert not_before(second, later(30)) is None
+    assert record(second, later(10 + 600)).count == 1  # quiet for 10 minutes: start over

@@ -19,7 +19,7 @@ whole-job restart the older pods are *stale*: they are deleted and replaced, nev
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Mapping
 
 from pydantic import ValidationError
 
@@ -44,8 +44,10 @@ TRAINING = (None, "Pending", "Running", "Restarting", "Suspended")
 class _Ctx:
     """One reconciliation: the inputs plus the plan being built."""
 
-    def __init__(self, job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, now: datetime, cfg: BuildConfig):
+    def __init__(self, job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, now: datetime, cfg: BuildConfig,
+                 hold: Mapping[str, datetime] | None = None):
         self.job, self.obs, self.now, self.cfg = job, obs, now, cfg
+        self.hold = hold or {}
         self.gen = job.metadata.generation
         st = status.model_copy(deep=True)
         st.observed_generation = self.gen
@@ -70,9 +72,14 @@ class _Ctx:
             self.plan.actions.append(action)
 
 
-def reconcile(job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, now: datetime, cfg: BuildConfig) -> Plan:
-    """Decide what to do for ``job`` given what exists. ``status`` is the job's current status."""
-    x = _Ctx(job, status, obs, now, cfg)
+def reconcile(job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, now: datetime, cfg: BuildConfig,
+              hold: Mapping[str, datetime] | None = None) -> Plan:
+    """Decide what to do for ``job`` given what exists. ``status`` is the job's current status.
+
+    ``hold`` maps a pod name to the earliest time a failed incarnation of it may be replaced (the
+    crash-loop backoff kept by the caller); until then the failed pod is kept, logs and all.
+    """
+    x = _Ctx(job, status, obs, now, cfg, hold)
     if x.st.phase in TERMINAL:
         _finished(x)
         return x.plan
@@ -176,10 +183,15 @@ def _training(x: _Ctx, desired: dict[str, dict[str, Any]], export_manifest: dict
     if restart:
         _restart_job(x, restart, current)
         return
-    for pod, role, d in decisions:  # recreate_pod: delete now, create once the name is free
+    for pod, role, d in decisions:  # recreate_pod: delete now (or after its backoff), create once the name is free
         assert pod is not None
+        not_before = x.hold.get(pod.name)
+        if not_before is not None and x.now < not_before:
+            x.plan.requeue((not_before - x.now).total_seconds())
+            continue
         x.event("Warning", d.reason, f"{pod.name}: {d.message}")
         x.delete_pod(pod)
+        x.plan.replaced.append(pod.name)
 
     replacing = {pod.name for pod, _, _ in decisions if pod is not None}
     for name, manifest in desired.items():

@@ -60,6 +60,8 @@ class Plan:
     requeue_after: float | None = None
     """Seconds until the job must be looked at again without any event (deadline, TTL)."""
     job_restarted: bool = False
+    replaced: list[str] = field(default_factory=list)
+    """Failed pods deleted to be recreated alone (the caller's crash-loop backoff counts them)."""
     recreated: list[str] = field(default_factory=list)
     """Roles of pods recreated after a failure or loss (for the pod-restart metric)."""
 
