@@ -119,10 +119,12 @@ def run_one(api: Any, kubeconfigs: dict[str, str], v: Variant, n: int, rep: int,
     idle = op.stats()
     names = [f"j{i:04d}" for i in range(n)]
     total_pods = n * PODS_PER_JOB
-    timeout = 60 + 1.5 * n
+    timeout = 120 + 4.0 * n   # training-operator's default 20 QPS needs ~3 s per job for everything
     out: dict[str, Any] = {"variant": v.key, "label": v.label, "n": n, "rep": rep, "namespace": ns,
                            "loadavg_before": os.getloadavg()[0], "operator_ready_s": round(ready_s, 2),
                            "idle_rss_mib": round(idle["rss_mib"], 1), "complete": True, "notes": []}
+    if v.operator == "tfps":
+        out["tfps_source"] = git_state()
     try:
         t0 = time.time()
         sent = create_jobs(api, v.operator, ns, names)
@@ -181,6 +183,16 @@ def run_one(api: Any, kubeconfigs: dict[str, str], v: Variant, n: int, rep: int,
     out["loadavg_after"] = os.getloadavg()[0]
     teardown_namespace(api, ns, v.operator, timeout=120 + n * 0.3)
     return out
+
+
+def git_state() -> dict[str, Any]:
+    """Which operator code was measured: HEAD and whether operator/ had uncommitted changes."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=cluster.REPO, text=True, capture_output=True).stdout.strip()
+    return {"head": git("rev-parse", "--short", "HEAD"),
+            "operator_dirty_files": len(git("status", "--porcelain", "operator/").splitlines())}
 
 
 def median(runs: list[dict[str, Any]], path: str) -> float | None:
@@ -251,6 +263,7 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=1, help="rounds per size; each round rotates the order")
     p.add_argument("--patch-rate", type=float, default=25.0, help="chief pods finished per second (default 25)")
     p.add_argument("--out", default=str(RESULTS / "operator_scale.json"))
+    p.add_argument("--merge", action="store_true", help="keep the runs already in --out (other sizes) and add these")
     p.add_argument("--down", action="store_true", help="stop the benchmark cluster afterwards")
     a = p.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
@@ -264,7 +277,10 @@ def main() -> int:
     api = cluster.new_api()
     print(f"benchmark cluster {cluster.server()} ({cluster.STATE}), {nodes} kwok nodes; training-operator {binary}",
           flush=True)
+    out = Path(a.out)
     runs: list[dict[str, Any]] = []
+    if a.merge and out.exists():
+        runs = [r for r in json.loads(out.read_text())["runs"] if r["n"] not in sizes]
     for n in sizes:
         for rep in range(a.reps):
             order = variants[rep % len(variants):] + variants[:rep % len(variants)]
@@ -283,10 +299,10 @@ def main() -> int:
               "host": {"cpus": os.cpu_count(), "python": platform.python_version(),
                        "note": "CPU shared with other workloads; see loadavg_* per run"},
               "cluster": {"server": cluster.server(), "kwok_nodes": nodes, "k8s": "hack/cluster pins"},
+              "tfps_source": git_state(), "training_operator": str(binary),
               "workload": {"per_job": "1 chief + 2 PS + 3 workers, export disabled, cleanPodPolicy Running",
                            "patch_rate_per_s": a.patch_rate},
               "summary": summary, "runs": runs}
-    out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(result, indent=1))
