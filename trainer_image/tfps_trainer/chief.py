@@ -120,6 +120,7 @@ class Trainer:
             ) from None
         start = int(self.step.numpy())
         if path:
+            self._check_restored_shapes(path)
             self.last_checkpoint = checkpoints.info_for(path)
             self.progress.update(step=start, checkpoint=self.last_checkpoint,
                                  message=f"resumed from checkpoint step {start}")
@@ -127,6 +128,25 @@ class Trainer:
         else:
             print("tfps-trainer chief: no checkpoint found, starting at step 0", flush=True)
         return start
+
+    def _check_restored_shapes(self, path: str) -> None:
+        """Fail clearly when the checkpoint's tensors do not have the model's shapes.
+
+        A restore into PS variables assigns whatever the checkpoint holds; a model whose shapes
+        changed would otherwise fail later in the first step with an opaque graph error. The check
+        asks each PS for its variables' shapes (no data moves).
+        """
+        for v in self.model.weights:
+            tv = sharding.backing(v)
+            for part in getattr(tv, "variables", None) or [tv]:
+                with tf.device(part.device):
+                    actual = tf.raw_ops.VariableShape(input=part.handle, out_type=tf.int64).numpy().tolist()
+                if actual != part.shape.as_list():
+                    raise ContractFailure(
+                        f"checkpoint {path} does not match the model built by {self.contract.module_name!r} "
+                        f"(changed model code or args?): {getattr(v, 'path', v.name)} has shape {actual} in the "
+                        f"checkpoint, {part.shape.as_list()} in the model"
+                    )
 
     def run(self) -> int:
         """Train to ``settings.steps``; return the final step. Raises :class:`TrainerError`.
