@@ -18,6 +18,8 @@ log() { printf '>> %s\n' "$*" >&2; }
 die() { printf '!! %s\n' "$*" >&2; exit 1; }
 for t in umoci skopeo gcc debootstrap sha256sum; do command -v $t >/dev/null || die "$t is required (apt-get install umoci skopeo gcc debootstrap)"; done
 
+PIP_ENV=(PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=180 PIP_CERT=/src/build-ca.crt
+         ${PIP_INDEX_URL:+PIP_INDEX_URL=$PIP_INDEX_URL})
 key() { cat "$@" | sha256sum | cut -c1-16; }
 
 # pack REF ROOTFS_DIR OUT_TAR [umoci config args...]: one-layer image from a directory.
@@ -34,7 +36,7 @@ pack() {
 }
 
 build_pause() {
-  local k dir; k=$(key "$HERE/pause.c" "$HERE/images.sh"); dir=$IMG/pause-$k
+  local k dir; k=$(key "$HERE/pause.c" <(declare -f build_pause pack)); dir=$IMG/pause-$k
   if [[ ! -f $dir/image.tar ]]; then
     log "building tfps.local/pause:1 ($dir)"
     mkdir -p "$dir/rootfs"; gcc -static -Os -s -o "$dir/rootfs/pause" "$HERE/pause.c"
@@ -61,7 +63,7 @@ build_busybox() {
 
 # base rootfs: debootstrap + /opt/tfps venv with the trainer's pinned dependencies (slow, rarely changes).
 build_trainer_base() {
-  local k dir; k=$(key "$REPO/pyproject.toml" "$REPO/constraints.txt" "$HERE/images.sh"); dir=$IMG/trainer-base-$k
+  local k dir; k=$(key "$REPO/pyproject.toml" "$REPO/constraints.txt" <(declare -f build_trainer_base)); dir=$IMG/trainer-base-$k
   if [[ ! -f $dir/.complete ]]; then
     log "building the trainer base rootfs ($dir): debootstrap bookworm + venv + pinned deps"
     rm -rf "$dir"; mkdir -p "$dir"
@@ -75,7 +77,10 @@ p = tomllib.load(open(sys.argv[1], "rb"))["project"]
 print("\n".join(p.get("dependencies", []) + p["optional-dependencies"]["trainer"]))
 PY
     chroot "$dir/rootfs" python3 -m venv /opt/tfps
-    chroot "$dir/rootfs" env PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 /opt/tfps/bin/pip install -q \
+    # The build host's CA bundle (an egress proxy may re-sign PyPI's certificates) is used for the
+    # build only, from /src, and removed with it.
+    cp "${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}" "$dir/rootfs/src/build-ca.crt"
+    chroot "$dir/rootfs" env "${PIP_ENV[@]}" /opt/tfps/bin/pip install -q \
       -c /src/constraints.txt -r /src/requirements.txt >"$dir/pip.log" 2>&1 || { tail -20 "$dir/pip.log" >&2; die "pip install of the trainer deps failed"; }
     chroot "$dir/rootfs" sh -c 'groupadd --system --gid 1000 tfps && useradd --system --uid 1000 --gid tfps --create-home --home-dir /home/tfps --shell /usr/sbin/nologin tfps'
     rm -rf "$dir/rootfs/var/cache/apt/archives"/*.deb "$dir/rootfs/var/lib/apt/lists"/* "$dir/rootfs/src"
@@ -86,7 +91,7 @@ PY
 
 build_trainer() {
   local base k dir; base=$(build_trainer_base)
-  k=$(cd "$REPO" && key "$base/.complete" <(echo "$base") <(git ls-files -s pyproject.toml README.md operator trainer_image) \
+  k=$(cd "$REPO" && key <(declare -f build_trainer pack) <(echo "$base") <(git ls-files -s pyproject.toml README.md operator trainer_image) \
       <(git diff HEAD -- pyproject.toml README.md operator trainer_image) <(echo "$TRAINER_REF"))
   dir=$IMG/trainer-$k
   if [[ ! -f $dir/image.tar ]]; then
@@ -95,7 +100,8 @@ build_trainer() {
     cp -a "$base/rootfs" "$dir/rootfs"
     mkdir -p "$dir/rootfs/src"
     (cd "$REPO" && tar cf - pyproject.toml constraints.txt README.md operator trainer_image --exclude='__pycache__') | tar xf - -C "$dir/rootfs/src"
-    chroot "$dir/rootfs" env PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 /opt/tfps/bin/pip install -q --no-deps \
+    cp "${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}" "$dir/rootfs/src/build-ca.crt"
+    chroot "$dir/rootfs" env "${PIP_ENV[@]}" /opt/tfps/bin/pip install -q --no-deps \
       -c /src/constraints.txt /src >"$dir/pip.log" 2>&1 || { tail -20 "$dir/pip.log" >&2; die "pip install of the trainer failed"; }
     chroot "$dir/rootfs" /opt/tfps/bin/python -c 'import tfps_trainer, tensorflow' >>"$dir/pip.log" 2>&1 || die "the trainer image cannot import tfps_trainer/tensorflow"
     rm -rf "$dir/rootfs/src" && find "$dir/rootfs/opt/tfps" -name __pycache__ -prune -exec rm -rf {} +
