@@ -5,8 +5,9 @@ Each test drives the real `tfps` command in a subprocess and acts on its childre
 
 from __future__ import annotations
 
-import os
+import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -182,12 +183,14 @@ def test_lost_port_race_restarts_on_fresh_ports(tmp_path, monkeypatch):
     monkeypatch.setattr(sup, "free_ports", ps_port_taken_first)
     job = load_job(str(QUICKSTART), steps=20, no_export=True)
     plan = sup.LocalJob(job=job, settings=job_settings(job, mount_path=str(tmp_path)))
-    s = sup.Supervisor(plan, PlainDisplay(20))
+    shown = io.StringIO()
+    s = sup.Supervisor(plan, PlainDisplay(20, out=shown))
     try:
         out = s.run()
     finally:
         s.stop()
         taken.close()
-    assert out.ok and out.restarts == 0, out.message
+    logs = "\n".join(f"--- {c.name}\n{c.tail(8)}" for c in s.children.values())
+    assert out.ok and out.restarts == 0, f"{out.message}\n{shown.getvalue()}\n{logs}"
     assert len(calls) == 2
     assert "Could not start gRPC server" in (tmp_path / "default" / "quickstart" / "logs" / "ps-0.log").read_text()

@@ -155,8 +155,8 @@ class Supervisor:
             child = self.children.setdefault(task, fresh)
             child.env = fresh.env  # new ports on a restart; same Child keeps its log and start count
             child.start()
-        where = ", ".join(f"{t.name}={self._ports.grpc[t]}" for t in self.plan.tasks)
-        self.display.event(f"started {len(self.plan.tasks)} processes on {HOST} ({where}); logs in {self.plan.logs}")
+        where = " ".join(f"{t.name}:{self._ports.grpc[t]}" for t in self.plan.tasks)
+        self.display.event(f"started {len(self.plan.tasks)} processes on {HOST} (ports {where}); logs in {self.plan.logs}")
 
     def stop(self) -> None:
         """Stop every process of the cluster (SIGTERM, then SIGKILL after the grace period)."""
