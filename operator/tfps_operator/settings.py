@@ -22,6 +22,10 @@ PREFIX = "tfps.dev"
 """Finalizer and annotation prefix of everything the operator (and Kopf on its behalf) writes."""
 FINALIZER = f"{PREFIX}/finalizer"
 FIELD_MANAGER = "tfps-operator"
+DEFAULT_MONITOR_SECONDS = 10.0
+"""How often the progress monitor polls a Running job's chief (``TFPS_MONITOR_SECONDS``)."""
+DEFAULT_STALL_SECONDS = 3600.0
+"""No new checkpoint for this long marks a Running job Stalled (``TFPS_STALL_SECONDS``; 0 = off)."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,9 @@ class BuildConfig:
     operator_pod_labels: Mapping[str, str] = field(default_factory=lambda: dict(OPERATOR_POD_LABELS))
     run_as_user: int = 1000
     """Default uid/gid of trainer pods (the trainer image's non-root user)."""
+    stall_seconds: float | None = DEFAULT_STALL_SECONDS
+    """Default bound of the stall rule (reconcile/stall.py) when a job sets no
+    ``runPolicy.stallSeconds``; None or 0 = off. Read by the reconciler, not the builders."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,8 @@ class OperatorSettings:
     retry_base_seconds: float = 1.0
     retry_max_seconds: float = 300.0
     """Backoff bounds when the API server refuses to create a child (quota, invalid template)."""
+    monitor_seconds: float = DEFAULT_MONITOR_SECONDS
+    """Poll interval of the progress monitor (tfps_operator.monitor)."""
     build: BuildConfig = field(default_factory=BuildConfig)
 
 
@@ -69,6 +78,16 @@ def _labels(raw: str) -> dict[str, str]:
             raise ValueError(f"bad label selector item {item!r}: expected key=value")
         out[key.strip()] = value.strip()
     return out
+
+
+def _positive(name: str, raw: Any) -> float:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: must be a number of seconds, not {raw!r}") from None
+    if value <= 0:
+        raise ValueError(f"{name}: must be > 0, not {raw!r}")
+    return value
 
 
 def _first(*values: Any) -> Any:
@@ -104,10 +123,13 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
         resync_seconds=float(env.get("TFPS_RESYNC_SECONDS", 60)),
         retry_base_seconds=float(env.get("TFPS_RETRY_BASE_SECONDS", 1)),
         retry_max_seconds=float(env.get("TFPS_RETRY_MAX_SECONDS", 300)),
+        monitor_seconds=_positive("TFPS_MONITOR_SECONDS", env.get("TFPS_MONITOR_SECONDS", DEFAULT_MONITOR_SECONDS)),
         build=BuildConfig(
             default_image=_first(getattr(args, "default_image", None), env.get("TFPS_DEFAULT_IMAGE"), DEFAULT_TRAINER_IMAGE),
             progress_port=int(env.get("TFPS_PROGRESS_PORT", DEFAULT_PROGRESS_PORT)),
             operator_namespace_labels=ns_labels,
             operator_pod_labels=pod_labels,
+            stall_seconds=(None if env.get("TFPS_STALL_SECONDS", "").strip() in ("0", "0.0")
+                           else _positive("TFPS_STALL_SECONDS", env.get("TFPS_STALL_SECONDS", DEFAULT_STALL_SECONDS))),
         ),
     )
