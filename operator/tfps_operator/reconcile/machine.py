@@ -33,6 +33,7 @@ from ..build.pvc import storage_claim
 from ..build.service import headless_service
 from ..settings import BuildConfig
 from . import conditions as C
+from . import stall
 from .failure_policy import Decision, on_failure
 from .observed import Observed, PodObs
 from .plan import Create, Delete, DeleteOwner, Event, Plan
@@ -238,6 +239,24 @@ def _training_phase(x: _Ctx, desired: dict[str, dict[str, Any]], current: dict[s
     elif st.phase not in ("Running", "Restarting"):
         st.phase = "Pending"
     _replica_statuses(x, desired, current)
+    _stalled(x)
+
+
+def _stalled(x: _Ctx) -> None:
+    """The Stalled condition (rule in :mod:`.stall`), an Event when it turns True, a wake-up at the deadline."""
+    bound = stall.bound_seconds(x.job.spec.run_policy.stall_seconds, x.cfg.stall_seconds)
+    verdict = stall.evaluate(x.st, bound, x.now)
+    if verdict is None:
+        x.clear(stall.STALLED, "NotRunning" if x.st.phase != "Running" else "StallCheckOff", "")
+    elif verdict.stalled:
+        if x.cond(stall.STALLED, "True", stall.REASON, verdict.message):
+            x.event("Warning", stall.STALLED, verdict.message)
+    else:
+        if C.is_true(x.st, stall.STALLED):
+            x.event("Normal", stall.RESUMED, "a new checkpoint was written: no longer stalled")
+        x.clear(stall.STALLED, stall.RESUMED, "")
+        if verdict.recheck_after is not None:
+            x.plan.requeue(verdict.recheck_after)
 
 
 def _replica_statuses(x: _Ctx, desired: dict[str, dict[str, Any]] | None, current: dict[str, PodObs]) -> None:
@@ -401,6 +420,7 @@ def _succeed(x: _Ctx, reason: str, message: str) -> None:
     st.completion_time = x.now
     x.cond(C.SUCCEEDED, "True", reason, message)
     x.clear(C.EXPORTING, reason, "")
+    x.clear(stall.STALLED, reason, "")
     x.event("Normal", "Succeeded", message)
     _cleanup(x)
     _ttl(x)
