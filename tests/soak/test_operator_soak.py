@@ -1,0 +1,63 @@
+"""Operator crash-consistency soak (CI size): 20 SIGKILLs of the operator at seeded random moments
+while jobs run through every lifecycle; then the audit of tests/soak/soak.py. The long variant is
+``benchmarks/soak_operator.py`` (same engine, more kills and jobs). Reproduce a run with
+``TFPS_SOAK_SEED=<seed>`` (the seed is printed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from operator_harness import Cluster, OperatorProcess
+
+from .soak import Soak
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(900)]
+
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}
+
+
+def test_operator_sigkilled_20_times_leaves_every_job_correct_and_nothing_orphaned(
+        k8s, kubeconfig, make_namespace, wait_until, tmp_path: Path):
+    from support.crd import install_crd
+
+    install_crd(kubeconfig)
+    ns = make_namespace(labels=RESTRICTED)  # every pod the operator makes must pass PodSecurity restricted
+    kube = Cluster(k8s, ns, wait_until)
+    kube.bound_claim("data")
+    seed = int(os.environ.get("TFPS_SOAK_SEED", "20261202"))
+    ops: list[OperatorProcess] = []
+
+    def new_operator(i: int) -> OperatorProcess:
+        op = OperatorProcess(kubeconfig, [ns], tmp_path / f"operator-{i}.log")
+        ops.append(op)
+        return op.start()
+
+    soak = Soak(kube, kubeconfig, new_operator, seed=seed, kills=20, min_jobs=10, in_flight=4,
+                kill_gap=(1.0, 5.0), downtime=(0.0, 2.0),
+                log=lambda m: print(m, flush=True))
+    try:
+        figures = soak.run()
+        problems = soak.audit()
+        print("soak figures:", json.dumps(figures.as_dict()))
+        assert not problems, "\n".join(problems)
+        assert figures.kills >= 20 and figures.jobs >= 10
+        assert figures.kills_while_jobs_in_flight >= 15, "most kills must land while jobs are in flight"
+        assert figures.actions_while_operator_down >= 1, "pods changed while nobody watched at least once"
+    except BaseException:
+        for op in ops[-2:]:
+            sys.stderr.write(f"\n--- {op.log_path.name} ---\n{op.log()[-5000:]}\n")
+        raise
+    finally:
+        if soak.recorder._threads[0].is_alive():
+            soak.recorder.stop()
+        for op in ops:
+            op.stop()
+        try:
+            kube.core.delete_persistent_volume(f"{ns}-data")
+        except Exception:  # noqa: BLE001 - best effort
+            pass
