@@ -47,6 +47,10 @@ def parse_job(body: dict[str, Any]) -> PSTrainingJob:
     return _validate({k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body})
 
 
+async def _none() -> None:
+    return None
+
+
 def now() -> datetime:
     return datetime.now(timezone.utc).replace(microsecond=0)
 
@@ -157,17 +161,19 @@ class Controller:
         if isinstance(job, str):
             plan = invalid_spec(current, meta.get("generation"), job, t)
         else:
-            pods = await self.kube.list("Pod", namespace, labels.selector_string(labels.job_selector(name)))
-            existing = set()
-            for kind, child in (("Service", names.service_name(name)), ("NetworkPolicy", names.network_policy_name(name)),
-                                ("PersistentVolumeClaim", names.pvc_name(name))):
-                if current.phase in ("Succeeded", "Failed"):
-                    continue
-                obj = await self.kube.get(kind, namespace, child)
-                if obj is not None and controller_uid(obj) == meta.get("uid"):
-                    existing.add(f"{kind}/{child}")  # someone else's object is not ours: creating it reports the clash
-            export = (await self.kube.get("Job", namespace, names.export_job_name(name))
-                      if current.phase == "Exporting" else None)
+            children = [("Service", names.service_name(name)), ("NetworkPolicy", names.network_policy_name(name)),
+                        ("PersistentVolumeClaim", names.pvc_name(name))]
+            if current.phase in ("Succeeded", "Failed"):
+                children = []
+            exporting = current.phase == "Exporting"
+            pods, export, *found = await asyncio.gather(
+                self.kube.list("Pod", namespace, labels.selector_string(labels.job_selector(name))),
+                self.kube.get("Job", namespace, names.export_job_name(name)) if exporting else _none(),
+                *(self.kube.get(kind, namespace, child) for kind, child in children),
+            )
+            # Someone else's object under a child's name is not ours: creating it reports the clash.
+            existing = {f"{kind}/{child}" for (kind, child), obj in zip(children, found)
+                        if obj is not None and controller_uid(obj) == meta.get("uid")}
             plan = reconcile(job, current, observe(pods, export, existing), t, self.settings.build, state.hold(t))
         outcome = await execute(self.kube, body, current, plan)
         if outcome.conflict:

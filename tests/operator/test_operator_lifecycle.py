@@ -57,7 +57,7 @@ def test_apply_creates_pods_service_and_network_policy_with_tf_config(kube, oper
 
     running = kube.condition("j", "Running")
     assert running["status"] == "True" and running["observedGeneration"] == job["metadata"]["generation"]
-    assert {"Accepted", "Running"} <= kube.event_reasons("j")
+    kube.wait_until(lambda: {"Accepted", "Running"} <= kube.event_reasons("j"), timeout=10, what="events")
     metrics = operator.metrics()
     assert 'tfps_jobs{phase="Running"} 1.0' in metrics
     assert "tfps_reconcile_total" in metrics and "tfps_reconcile_duration_seconds_count" in metrics
@@ -75,7 +75,7 @@ def test_worker_failure_recreates_the_same_worker_and_leaves_the_ps_alone(kube, 
            {n: before[n] for n in ("j-chief-0", "j-ps-0", "j-worker-0")}
     st = kube.status("j")
     assert st["restarts"] == 0 and st["phase"] == "Running"
-    assert "WorkerRestarted" in kube.event_reasons("j")
+    kube.wait_until(lambda: "WorkerRestarted" in kube.event_reasons("j"), timeout=10, what="WorkerRestarted event")
     assert 'tfps_pod_restarts_total{role="worker"} 1.0' in operator.metrics()
 
     # It fails again at once: crash-loop backoff keeps the failed pod (and its logs) ~10 s first.
@@ -126,7 +126,7 @@ def test_chief_success_without_export_removes_ps_and_workers_and_succeeds(kube, 
     st = kube.wait_phase("j", "Succeeded")
     assert kube.condition("j", "Succeeded")["reason"] == "TrainingSucceeded" and st["completionTime"]
     kube.wait_until(lambda: sorted(kube.trainer_pods("j")) == ["j-chief-0"], timeout=20, what="ps/workers deleted")
-    assert "TrainingSucceeded" in kube.event_reasons("j")
+    kube.wait_until(lambda: "TrainingSucceeded" in kube.event_reasons("j"), timeout=10, what="TrainingSucceeded event")
 
 
 def _finish_training_with_export(kube, export_spec=None):
@@ -180,7 +180,7 @@ def test_suspend_deletes_the_pods_and_resume_brings_them_back(kube, operator):
     kube.wait_pods_running("j", TRAINERS)
     kube.wait_phase("j", "Running")
     assert kube.condition("j", "Suspended")["reason"] == "JobResumed"
-    assert {"JobSuspended", "JobResumed"} <= kube.event_reasons("j")
+    kube.wait_until(lambda: {"JobSuspended", "JobResumed"} <= kube.event_reasons("j"), timeout=10, what="events")
 
 
 def test_ttl_after_finished_deletes_the_job_and_its_children(kube, operator):
@@ -247,7 +247,7 @@ def test_quota_refusal_is_a_clear_condition_and_recovers_when_lifted(kube, start
     created = kube.wait_until(lambda: (c := kube.condition("j", "Created")) and c["status"] == "False" and c,
                               timeout=30, what="Created=False")
     assert created["reason"] == "CreateFailed" and "exceeded quota" in created["message"]
-    assert "CreateFailed" in kube.event_reasons("j")
+    kube.wait_until(lambda: "CreateFailed" in kube.event_reasons("j"), timeout=10, what="CreateFailed event")
     reconciles_then = _reconciles(op.metrics())
     kube.core.delete_namespaced_resource_quota("pods", kube.ns)
     kube.wait_pods_running("j", TRAINERS, timeout=30)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,6 +12,9 @@ from ..reconcile.plan import Create, Delete, DeleteOwner, Event, Plan
 from .client import ApiError, ChildConflict, Kube
 
 log = logging.getLogger(__name__)
+
+CONCURRENCY = 16
+"""Child requests in flight at once for one job."""
 
 OWNED_STATUS_FIELDS = ("phase", "conditions", "observedGeneration", "replicaStatuses", "restarts", "startTime",
                        "completionTime", "export", "workers")
@@ -52,27 +56,32 @@ async def execute(kube: Kube, body: dict[str, Any], current: PSTrainingJobStatus
             raise
         out.status_written = True
         out.resource_version = updated["metadata"].get("resourceVersion")
-    for action in plan.actions:
-        if isinstance(action, Create):
-            try:
-                _, created = await kube.create_or_adopt(action.manifest)
-                if created:
-                    log.info("created %s in %s", action.key, ns)
-            except ApiError as exc:
-                log.warning("could not create %s in %s: %s", action.key, ns, exc.message)
-                out.create_failures[action.key] = exc.message
-            except ChildConflict as exc:
-                out.create_failures[action.key] = str(exc)
-        elif isinstance(action, Delete):
-            if await kube.delete(action.kind, ns, action.name, action.uid):
+    # Children are independent of each other: create and delete them concurrently (bounded), the
+    # job itself (TTL) last.
+    limit = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(action: Create | Delete) -> None:
+        async with limit:
+            if isinstance(action, Create):
+                try:
+                    _, created = await kube.create_or_adopt(action.manifest)
+                    if created:
+                        log.info("created %s in %s", action.key, ns)
+                except ApiError as exc:
+                    log.warning("could not create %s in %s: %s", action.key, ns, exc.message)
+                    out.create_failures[action.key] = exc.message
+                except ChildConflict as exc:
+                    out.create_failures[action.key] = str(exc)
+            elif await kube.delete(action.kind, ns, action.name, action.uid):
                 log.info("deleted %s in %s", action.key, ns)
-        elif isinstance(action, DeleteOwner):
-            if await kube.delete("PSTrainingJob", ns, name, action.uid):
-                log.info("deleted PSTrainingJob %s/%s (ttlSecondsAfterFinished)", ns, name)
+
+    await asyncio.gather(*(one(a) for a in plan.actions if isinstance(a, (Create, Delete))))
+    for action in plan.actions:
+        if isinstance(action, DeleteOwner) and await kube.delete("PSTrainingJob", ns, name, action.uid):
+            log.info("deleted PSTrainingJob %s/%s (ttlSecondsAfterFinished)", ns, name)
     await post_events(kube, body, plan.events)
     return out
 
 
 async def post_events(kube: Kube, body: dict[str, Any], events: list[Event]) -> None:
-    for ev in events:
-        await kube.event(body, ev.type, ev.reason, ev.message)
+    await asyncio.gather(*(kube.event(body, ev.type, ev.reason, ev.message) for ev in events))
