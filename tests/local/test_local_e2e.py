@@ -194,3 +194,22 @@ def test_lost_port_race_restarts_on_fresh_ports(tmp_path, monkeypatch):
     assert out.ok and out.restarts == 0, f"{out.message}\n{shown.getvalue()}\n{logs}"
     assert len(calls) == 2
     assert "Could not start gRPC server" in (tmp_path / "default" / "quickstart" / "logs" / "ps-0.log").read_text()
+
+
+def test_sigkilled_runner_leaves_no_trainer_behind(tmp_path):
+    """Even `kill -9` of `tfps run` (no chance to clean up) takes every TF process with it."""
+    runner = subprocess.Popen(tfps_run(tmp_path / "work", "--steps", "1500", "--no-export"),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 120
+        while len(kids := children_by_task(runner.pid)) < 4:
+            assert time.monotonic() < end and runner.poll() is None
+            time.sleep(0.2)
+        time.sleep(3)  # let them get into TensorFlow
+    finally:
+        runner.kill()
+        runner.wait()
+    end = time.monotonic() + 20
+    while (alive := [n for n, pid in kids.items() if not _gone(pid)]) and time.monotonic() < end:
+        time.sleep(0.2)
+    assert alive == [], f"orphans: {alive}"
