@@ -1,0 +1,249 @@
+"""The progress monitor: pull a Running job's chief progress into ``status.checkpoint`` and ``status.progress``.
+
+Trainer pods hold no API credentials, so the operator pulls: every ``monitor_seconds`` it GETs
+``http://<chief pod IP>:<progress port>/status`` (the chief's :mod:`tfps_trainer.progress` endpoint,
+admitted from the operator's pods by the job's NetworkPolicy) with a short timeout, and merge-patches
+the two fields it owns through the status subresource, only when they changed. The reconciler never
+writes them (``kube.executor.OWNED_STATUS_FIELDS``); it reads ``status.checkpoint`` for the stall rule
+(:mod:`.reconcile.stall`).
+
+One poller per job, run by a Kopf daemon that exists only while ``status.phase`` is Running
+(handlers.py). An unreachable chief or a bad answer is logged at debug level and counted
+(``tfps_progress_polls_total``); it never ends the poller. Parsing and change detection are pure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import aiohttp
+from pydantic import ValidationError
+
+from . import metrics
+from .api.models import CheckpointStatus, PSTrainingJobStatus, TrainingProgress
+from .build import names
+from .kube.client import ApiError, Kube
+from .settings import OperatorSettings
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 64 * 1024
+"""The chief's status is a few hundred bytes; anything much larger is not it."""
+OWNED = ("checkpoint", "progress")
+
+
+# --- parsing (pure) -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Report:
+    """What the chief reported, reduced to the fields the job status carries (None: absent or unusable)."""
+
+    checkpoint: CheckpointStatus | None
+    progress: TrainingProgress | None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+
+
+def parse_report(raw: bytes | str, job_name: str | None = None) -> Report | None:
+    """The chief's ``/status`` answer -> :class:`Report`; None when it is not a usable report at all
+    (not JSON, not an object, another job's or another role's). A bad checkpoint or a bad number is
+    dropped on its own: the rest of the report still counts."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("role") not in (None, "chief"):
+        return None
+    reported_job = data.get("job")
+    if job_name and isinstance(reported_job, str) and reported_job and reported_job != job_name:
+        return None  # a recycled pod IP now serving someone else
+    checkpoint = None
+    ck = data.get("checkpoint")
+    if isinstance(ck, dict):
+        step, path, when = _int(ck.get("step")), ck.get("path"), _time(ck.get("time"))
+        if step is not None and isinstance(path, str) and path and when is not None:
+            checkpoint = CheckpointStatus(step=step, path=path, time=when)
+    progress = None
+    step = _int(data.get("step"))
+    if step is not None:
+        progress = TrainingProgress(step=step, loss=_float(data.get("loss")),
+                                    steps_per_second=_float(data.get("steps_per_second")),
+                                    updated=_time(data.get("updated")))
+    if checkpoint is None and progress is None:
+        return None
+    return Report(checkpoint=checkpoint, progress=progress)
+
+
+# --- change detection (pure) ----------------------------------------------------------------------
+
+def _progress_key(p: TrainingProgress | None) -> tuple[Any, ...] | None:
+    return None if p is None else (p.step, p.loss, p.steps_per_second)
+
+
+def status_changes(current: PSTrainingJobStatus, report: Report, now: datetime) -> dict[str, Any]:
+    """The merge patch of ``status`` that brings ``current`` up to ``report``; empty when nothing moved.
+
+    A checkpoint is only ever replaced by a report of one (a chief that has none yet, e.g. right
+    after a restart, does not erase the last known one). Progress counts as moved when step, loss or
+    steps/s changed; its ``updated`` stamp alone does not cause a write.
+    """
+    patch: dict[str, Any] = {}
+    if report.checkpoint is not None and report.checkpoint != current.checkpoint:
+        patch["checkpoint"] = _wire(report.checkpoint)
+    if report.progress is not None and _progress_key(report.progress) != _progress_key(current.progress):
+        progress = report.progress
+        if progress.updated is None:
+            progress = progress.model_copy(update={"updated": now})
+        patch["progress"] = _wire(progress)
+    return patch
+
+
+def _wire(model: CheckpointStatus | TrainingProgress) -> dict[str, Any]:
+    """All fields, absent ones as null so a merge patch removes a stale value."""
+    return model.model_dump(mode="json", by_alias=True)
+
+
+def owned_status(raw: dict[str, Any] | None) -> PSTrainingJobStatus:
+    """The monitor's fields of a stored status (anything unreadable counts as absent)."""
+    out = PSTrainingJobStatus()
+    for key, model in (("checkpoint", CheckpointStatus), ("progress", TrainingProgress)):
+        value = (raw or {}).get(key)
+        if isinstance(value, dict):
+            try:
+                setattr(out, key, model.model_validate(value))
+            except ValidationError:
+                pass
+    return out
+
+
+# --- I/O ------------------------------------------------------------------------------------------
+
+def chief_address(pod: dict[str, Any] | None) -> str | None:
+    """The chief pod's IP while it runs (None while pending, finished or going away)."""
+    if not pod or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    st = pod.get("status") or {}
+    return st.get("podIP") if st.get("phase") == "Running" and st.get("podIP") else None
+
+
+class ProgressMonitor:
+    """Polls chiefs over one shared HTTP session and writes through the controller's :class:`Kube`."""
+
+    def __init__(self, kube: Kube, settings: OperatorSettings):
+        self.kube = kube
+        self.interval = settings.monitor_seconds
+        self.port = settings.build.progress_port
+        self.timeout = aiohttp.ClientTimeout(total=min(5.0, max(0.5, self.interval * 0.8)))
+        self._session: aiohttp.ClientSession | None = None
+        self.polling: set[str] = set()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            # trust_env=False: never through a proxy from the environment; the chief is dialled directly.
+            self._session = aiohttp.ClientSession(timeout=self.timeout, trust_env=False)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def run(self, namespace: str, name: str, stopped: Any) -> None:
+        """Poll until Kopf stops the daemon (the job left Running, was deleted, or the operator stops)."""
+        key = f"{namespace}/{name}"
+        self.polling.add(key)
+        poller = _Poller(self, namespace, name)
+        try:
+            while not stopped:
+                await poller.poll_once()
+                await stopped.wait(self.interval)
+        finally:
+            self.polling.discard(key)
+
+    async def fetch(self, address: str) -> bytes:
+        """GET the chief's /status (raises aiohttp.ClientError, OSError or asyncio.TimeoutError)."""
+        async with self.session.get(f"http://{address}:{self.port}/status") as resp:
+            resp.raise_for_status()
+            return await resp.content.read(MAX_BODY)
+
+
+class _Poller:
+    def __init__(self, monitor: ProgressMonitor, namespace: str, name: str):
+        self.m, self.namespace, self.name = monitor, namespace, name
+        self.address: str | None = None
+        self.current: PSTrainingJobStatus | None = None
+        """The monitor's fields as last read or written (None: read the job first)."""
+
+    async def poll_once(self) -> str:
+        """One poll; returns the result label it counted (ok, unchanged, no_chief, unreachable, invalid, error)."""
+        result = "error"
+        try:
+            result = await self._poll()
+        except ApiError as exc:
+            log.debug("progress of %s/%s: %s", self.namespace, self.name, exc)
+            if exc.status in (404, 409):
+                self.current = None
+        except Exception:  # noqa: BLE001 - the poller must outlive anything one poll does
+            log.exception("progress poll of %s/%s failed", self.namespace, self.name)
+        metrics.PROGRESS_POLLS.labels(result=result).inc()
+        return result
+
+    async def _poll(self) -> str:
+        if self.current is None:
+            job = await self.m.kube.get("PSTrainingJob", self.namespace, self.name)
+            if job is None:
+                return "no_chief"
+            self.current = owned_status(job.get("status"))
+        if self.address is None:
+            pod = await self.m.kube.get("Pod", self.namespace, names.pod_name(self.name, "chief", 0))
+            self.address = chief_address(pod)
+            if self.address is None:
+                return "no_chief"
+        try:
+            raw = await self.m.fetch(self.address)
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            log.debug("progress of %s/%s: chief at %s unreachable: %s", self.namespace, self.name,
+                      self.address, exc or type(exc).__name__)
+            self.address = None  # look the pod up again: it may have been replaced
+            return "unreachable"
+        report = parse_report(raw, self.name)
+        if report is None:
+            log.debug("progress of %s/%s: not a chief status report: %r", self.namespace, self.name, raw[:200])
+            self.address = None
+            return "invalid"
+        patch = status_changes(self.current, report, datetime.now(timezone.utc))
+        if not patch:
+            return "unchanged"
+        updated = await self.m.kube.patch_status(self.namespace, self.name, patch, None)
+        self.current = owned_status(updated.get("status"))
+        if "checkpoint" in patch:
+            log.info("%s/%s: checkpoint step %s at %s", self.namespace, self.name,
+                     patch["checkpoint"]["step"], patch["checkpoint"]["path"])
+        return "ok"
