@@ -15,6 +15,9 @@ RECONCILE_SECONDS = Histogram("tfps_reconcile_duration_seconds", "Time of one re
 POD_RESTARTS = Counter("tfps_pod_restarts_total", "Trainer pods recreated after a failure or loss", ["role"])
 JOB_RESTARTS = Counter("tfps_job_restarts_total", "Whole-job restarts (chief or PS failed)")
 API_ERRORS = Counter("tfps_api_errors_total", "Requests the API server refused or failed", ["verb", "code"])
+PROGRESS_POLLS = Counter("tfps_progress_polls_total",
+                         "Polls of a Running job's chief progress endpoint by the progress monitor, by result "
+                         "(ok: status written, unchanged, no_chief, unreachable, invalid, error)", ["result"])
 
 _phases: dict[str, str] = {}
 
