@@ -1,6 +1,7 @@
 """Kopf registrations, nothing else: every rule lives in :mod:`tfps_operator.reconcile`.
 
 * one daemon per PSTrainingJob runs its reconcile loop (:class:`~tfps_operator.controller.Controller`);
+* one more per Running job polls its chief's progress (:class:`~tfps_operator.monitor.ProgressMonitor`);
 * read-only event handlers on the job, its pods and its export Job wake that loop. Event handlers
   store nothing, so Kopf never writes annotations or finalizers on pods or Jobs.
 
@@ -20,6 +21,7 @@ from .api.models import GROUP, PLURAL, VERSION
 from .build import labels as L
 from .controller import Controller
 from .kube.client import Kube
+from .monitor import ProgressMonitor
 from .settings import FINALIZER, PREFIX
 
 MANAGED = {"app.kubernetes.io/managed-by": L.MANAGED_BY}
@@ -35,6 +37,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: lo
     settings.watching.server_timeout = 300
     settings.peering.lifetime = ours.peering_lifetime
     memo.controller = Controller(await Kube.connect(ours.kubeconfig), ours)
+    memo.monitor = ProgressMonitor(memo.controller.kube, ours)
     logger.info("tfps operator ready (namespaces: %s)", ", ".join(ours.namespaces) or "all")
 
 
@@ -51,6 +54,8 @@ def login(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> ko
 
 @kopf.on.cleanup()
 async def close(memo: kopf.Memo, **_: Any) -> None:
+    if getattr(memo, "monitor", None) is not None:
+        await memo.monitor.close()
     if getattr(memo, "controller", None) is not None:
         await memo.controller.kube.close()
 
@@ -58,6 +63,13 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
 @kopf.daemon(GROUP, VERSION, PLURAL, id="reconcile", cancellation_backoff=2, cancellation_timeout=10)
 async def job_loop(name: str, namespace: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
     await memo.controller.run(namespace, name, stopped)
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, id="progress", field="status.phase", value="Running",
+             cancellation_backoff=1, cancellation_timeout=5)
+async def progress_loop(name: str, namespace: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
+    """Pulls the chief's progress into status.checkpoint/progress while the job is Running (monitor.py)."""
+    await memo.monitor.run(namespace, name, stopped)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
