@@ -18,8 +18,6 @@ log() { printf '>> %s\n' "$*" >&2; }
 die() { printf '!! %s\n' "$*" >&2; exit 1; }
 for t in umoci skopeo gcc debootstrap sha256sum; do command -v $t >/dev/null || die "$t is required (apt-get install umoci skopeo gcc debootstrap)"; done
 
-PIP_ENV=(PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=180 PIP_CERT=/src/build-ca.crt
-         ${PIP_INDEX_URL:+PIP_INDEX_URL=$PIP_INDEX_URL})
 key() { cat "$@" | sha256sum | cut -c1-16; }
 
 # pack REF ROOTFS_DIR OUT_TAR [umoci config args...]: one-layer image from a directory.
@@ -61,14 +59,37 @@ build_busybox() {
   echo "$dir/image.tar"
 }
 
-# base rootfs: debootstrap + /opt/tfps venv with the trainer's pinned dependencies (slow, rarely changes).
-build_trainer_base() {
-  local k dir; k=$(key "$REPO/pyproject.toml" "$REPO/constraints.txt" <(declare -f build_trainer_base)); dir=$IMG/trainer-base-$k
+# Debian bookworm minbase with python3.11 (what python:3.11-slim-bookworm is, from Debian's own packages).
+build_debian() {
+  local k dir; k=$(key <(declare -f build_debian) <(echo "$DEBIAN_MIRROR")); dir=$IMG/debian-bookworm-py-$k
   if [[ ! -f $dir/.complete ]]; then
-    log "building the trainer base rootfs ($dir): debootstrap bookworm + venv + pinned deps"
+    log "debootstrap bookworm minbase + python3 ($dir)"
     rm -rf "$dir"; mkdir -p "$dir"
     debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm "$dir/rootfs" "$DEBIAN_MIRROR" >"$dir/debootstrap.log" 2>&1 \
       || { tail -20 "$dir/debootstrap.log" >&2; die "debootstrap failed"; }
+    rm -rf "$dir/rootfs/var/cache/apt/archives"/*.deb "$dir/rootfs/var/lib/apt/lists"/*
+    touch "$dir/.complete"
+  fi
+  echo "$dir"
+}
+
+# in_root ROOTFS CMD...: run CMD chrooted with a clean environment (the build host's PIP_*/SSL_* settings
+# name host paths) and the host's CA bundle at /src/build-ca.crt (an egress proxy may re-sign PyPI).
+in_root() {
+  local root=$1; shift
+  mkdir -p "$root/src"; cp "${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}" "$root/src/build-ca.crt"
+  chroot "$root" env -i PATH=/opt/tfps/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+    PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=180 PIP_CERT=/src/build-ca.crt \
+    ${PIP_INDEX_URL:+PIP_INDEX_URL=$PIP_INDEX_URL} "$@"
+}
+
+# trainer base: Debian + /opt/tfps venv with the trainer's pinned dependencies (slow, rarely changes).
+build_trainer_base() {
+  local deb k dir; deb=$(build_debian)
+  k=$(key "$REPO/pyproject.toml" "$REPO/constraints.txt" <(declare -f build_trainer_base in_root) <(echo "$deb")); dir=$IMG/trainer-base-$k
+  if [[ ! -f $dir/.complete ]]; then
+    log "building the trainer base rootfs ($dir): venv + pinned deps on $deb"
+    rm -rf "$dir"; mkdir -p "$dir"; cp -a "$deb/rootfs" "$dir/rootfs"
     mkdir -p "$dir/rootfs/src"; cp "$REPO/pyproject.toml" "$REPO/constraints.txt" "$dir/rootfs/src/"
     # Only the dependencies here (the package itself goes in build_trainer, keyed by the sources).
     python3 - "$REPO/pyproject.toml" >"$dir/rootfs/src/requirements.txt" <<'PY'
@@ -76,14 +97,11 @@ import sys, tomllib
 p = tomllib.load(open(sys.argv[1], "rb"))["project"]
 print("\n".join(p.get("dependencies", []) + p["optional-dependencies"]["trainer"]))
 PY
-    chroot "$dir/rootfs" python3 -m venv /opt/tfps
-    # The build host's CA bundle (an egress proxy may re-sign PyPI's certificates) is used for the
-    # build only, from /src, and removed with it.
-    cp "${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}" "$dir/rootfs/src/build-ca.crt"
-    chroot "$dir/rootfs" env "${PIP_ENV[@]}" /opt/tfps/bin/pip install -q \
-      -c /src/constraints.txt -r /src/requirements.txt >"$dir/pip.log" 2>&1 || { tail -20 "$dir/pip.log" >&2; die "pip install of the trainer deps failed"; }
-    chroot "$dir/rootfs" sh -c 'groupadd --system --gid 1000 tfps && useradd --system --uid 1000 --gid tfps --create-home --home-dir /home/tfps --shell /usr/sbin/nologin tfps'
-    rm -rf "$dir/rootfs/var/cache/apt/archives"/*.deb "$dir/rootfs/var/lib/apt/lists"/* "$dir/rootfs/src"
+    in_root "$dir/rootfs" python3 -m venv /opt/tfps
+    in_root "$dir/rootfs" pip install -q -c /src/constraints.txt -r /src/requirements.txt >"$dir/pip.log" 2>&1 \
+      || { tail -20 "$dir/pip.log" >&2; die "pip install of the trainer deps failed"; }
+    in_root "$dir/rootfs" sh -c 'groupadd --system --gid 1000 tfps && useradd --system --uid 1000 --gid tfps --create-home --home-dir /home/tfps --shell /usr/sbin/nologin tfps'
+    rm -rf "$dir/rootfs/src"
     touch "$dir/.complete"
   fi
   echo "$dir"
@@ -100,10 +118,9 @@ build_trainer() {
     cp -a "$base/rootfs" "$dir/rootfs"
     mkdir -p "$dir/rootfs/src"
     (cd "$REPO" && tar cf - pyproject.toml constraints.txt README.md operator trainer_image --exclude='__pycache__') | tar xf - -C "$dir/rootfs/src"
-    cp "${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}" "$dir/rootfs/src/build-ca.crt"
-    chroot "$dir/rootfs" env "${PIP_ENV[@]}" /opt/tfps/bin/pip install -q --no-deps \
-      -c /src/constraints.txt /src >"$dir/pip.log" 2>&1 || { tail -20 "$dir/pip.log" >&2; die "pip install of the trainer failed"; }
-    chroot "$dir/rootfs" /opt/tfps/bin/python -c 'import tfps_trainer, tensorflow' >>"$dir/pip.log" 2>&1 || die "the trainer image cannot import tfps_trainer/tensorflow"
+    in_root "$dir/rootfs" pip install -q --no-deps -c /src/constraints.txt /src >"$dir/pip.log" 2>&1 \
+      || { tail -20 "$dir/pip.log" >&2; die "pip install of the trainer failed"; }
+    in_root "$dir/rootfs" python -c 'import tfps_trainer, tensorflow' >>"$dir/pip.log" 2>&1 || die "the trainer image cannot import tfps_trainer/tensorflow"
     rm -rf "$dir/rootfs/src" && find "$dir/rootfs/opt/tfps" -name __pycache__ -prune -exec rm -rf {} +
     pack "$TRAINER_REF" "$dir/rootfs" "$dir/image.tar" \
       --config.entrypoint=python --config.entrypoint=-m --config.entrypoint=tfps_trainer \
@@ -120,6 +137,7 @@ mkdir -p "$IMG"
 case "${1:-all}" in
   pause) build_pause ;;
   busybox) build_busybox ;;
+  debian) build_debian ;;
   trainer-base) build_trainer_base ;;
   trainer) build_trainer ;;
   all) build_pause; build_busybox; build_trainer ;;

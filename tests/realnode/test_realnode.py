@@ -1,0 +1,193 @@
+"""The real-node tier: kubelet + containerd (hack/cluster up --real-node) run the pods the operator builds.
+
+kwok proves the control logic; these tests prove that the generated pods really run: the trainer image
+(built without Docker, imported into containerd), TF_CONFIG names resolved by CoreDNS through the
+EndpointSlices of the job's headless Service, the security context, the job's volume (a hostPath PV on
+the node), exit codes, and the export Job's artifacts. The operator runs out-of-cluster with the token of
+the chart's ServiceAccount (the API server listens on loopback only, which a pod cannot reach).
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import ON_REAL_NODE  # tests/realnode/conftest.py (pytest puts its directory first on sys.path)
+from operator_harness import Cluster as Kube, OperatorProcess
+from tfps_operator.build import names
+
+pytestmark = [pytest.mark.realnode, pytest.mark.cluster, pytest.mark.timeout(1500)]
+
+REPO = Path(__file__).resolve().parents[2]
+POD_SUBNET = ipaddress.ip_network(os.environ.get("TFPS_REALNODE_POD_SUBNET", "10.213.0.0/24"))
+TRAINER_IMAGE = os.environ.get("TFPS_TRAINER_IMAGE", "tfps-trainer:0.1.0")
+BUSYBOX = "tfps.local/busybox:1"
+
+
+def on_real_node(spec: dict[str, Any]) -> dict[str, Any]:
+    return {**spec, **copy.deepcopy(ON_REAL_NODE)}
+
+
+def pod_terminated(core: Any, ns: str, name: str) -> dict[str, Any] | None:
+    p = core.read_namespaced_pod(name, ns)
+    for cs in p.status.container_statuses or []:
+        if cs.state and cs.state.terminated:
+            return {"exitCode": cs.state.terminated.exit_code, "message": cs.state.terminated.message or ""}
+    return None
+
+
+def no_image_pulls(core: Any, ns: str) -> None:
+    """Every image is pre-imported: a Pulling event would mean the node tried a registry."""
+    pulls = [e.message for e in core.list_namespaced_event(ns).items if e.reason in ("Pulling", "Failed", "ErrImagePull")]
+    assert not pulls, pulls
+
+
+def test_busybox_pods_get_a_private_pod_network_and_coredns_resolves_headless_names(realnode, k8s, namespace, wait_until):
+    from kubernetes import client
+
+    core = client.CoreV1Api(k8s)
+    core.create_namespaced_service(namespace, {"metadata": {"name": "smoke"}, "spec": {
+        "clusterIP": "None", "selector": {"app": "smoke"}, "ports": [{"name": "x", "port": 2222}]}})
+    core.create_namespaced_pod(namespace, {"metadata": {"name": "a", "labels": {"app": "smoke"}}, "spec": on_real_node({
+        "hostname": "a", "subdomain": "smoke", "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "main", "image": BUSYBOX, "imagePullPolicy": "Never", "command": ["sleep", "600"],
+                        "securityContext": {"runAsUser": 1000, "runAsNonRoot": True, "allowPrivilegeEscalation": False}}]})})
+    a = wait_until(lambda: (p := core.read_namespaced_pod("a", namespace)).status.phase == "Running" and p,
+                   timeout=120, interval=0.5, what="busybox pod a Running on the real node")
+    assert a.spec.node_name == realnode
+    assert ipaddress.ip_address(a.status.pod_ip) in POD_SUBNET, a.status.pod_ip
+    fqdn = f"a.smoke.{namespace}.svc.cluster.local"
+    script = (f"nslookup {fqdn} > /dev/termination-log 2>&1; rc=$?; echo ROUTES >> /dev/termination-log; "
+              "ip route >> /dev/termination-log; echo UID $(id -u) >> /dev/termination-log; exit $rc")
+    core.create_namespaced_pod(namespace, {"metadata": {"name": "probe"}, "spec": on_real_node({
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": BUSYBOX, "imagePullPolicy": "Never", "command": ["sh", "-c", script],
+                        "securityContext": {"runAsUser": 1000}}]})})
+    done = wait_until(lambda: pod_terminated(core, namespace, "probe"), timeout=120, interval=0.5, what="probe pod done")
+    msg = done["message"]
+    assert done["exitCode"] == 0, msg
+    assert a.status.pod_ip in msg.split("ROUTES")[0], msg                  # CoreDNS answered with pod a's IP
+    routes = msg.split("ROUTES")[1]
+    assert "default" not in routes, routes                                  # nothing is routed off the node
+    assert str(POD_SUBNET) in routes and "UID 1000" in msg, msg
+    no_image_pulls(core, namespace)
+
+
+def quickstart(steps: int | None = None, every: int | None = None) -> dict[str, Any]:
+    """examples/quickstart.yaml, every replica (and so the export Job: it takes the chief's) on the real node."""
+    job = yaml.safe_load((REPO / "examples" / "quickstart.yaml").read_text())
+    for role in ("chief", "ps", "worker"):
+        r = job["spec"]["replicas"][role]
+        r.setdefault("template", {}).setdefault("spec", {}).update(copy.deepcopy(ON_REAL_NODE))
+    if steps:
+        job["spec"]["training"]["steps"] = steps
+    if every:
+        job["spec"]["training"]["checkpoint"]["everySteps"] = every
+    return job
+
+
+@pytest.fixture
+def operated(realnode, cluster, k8s, namespace, wait_until, hostpath_pv, tmp_path):
+    """The chart installed (operator Deployment scaled to 0), its ServiceAccount's token driving
+    `tfps operator` on the host, and a hostPath PV waiting for the job's claim."""
+    from chart.rbac import helm_install
+
+    helm = str(cluster.bin / "helm")
+    with helm_install(helm, cluster, namespace, sets=["replicaCount=0", f"watchNamespaces={{{namespace}}}",
+                                                      f"trainerImage={TRAINER_IMAGE}"]) as inst:
+        op = OperatorProcess(str(inst.kubeconfig), [namespace], tmp_path / "operator.log",
+                             extra_env={"TFPS_DEFAULT_IMAGE": TRAINER_IMAGE}).start()
+        try:
+            yield Kube(k8s, namespace, wait_until), op, hostpath_pv
+        finally:
+            op.stop()
+
+
+def trainer_pods_running(kube: Kube, job: str, n: int) -> dict[str, dict[str, Any]] | None:
+    pods = kube.trainer_pods(job)
+    running = {k: p for k, p in pods.items() if p["status"].get("phase") == "Running"
+               and all(c.get("ready") for c in p["status"].get("containerStatuses") or [{}])}
+    return running if len(running) == n else None
+
+
+def test_quickstart_trains_checkpoints_and_exports_on_real_pods(operated, realnode, wait_until):
+    kube, op, pv = operated
+    data = pv(names.pvc_name("quickstart"))
+    t0 = time.monotonic()
+    kube.create_job(quickstart())
+    pods = wait_until(lambda: trainer_pods_running(kube, "quickstart", 4), timeout=300, interval=1,
+                      what="chief, ps and 2 workers Running on the real node")
+    t_running = time.monotonic() - t0
+    for name, p in pods.items():
+        assert p["spec"]["nodeName"] == realnode, name
+        assert ipaddress.ip_address(p["status"]["podIP"]) in POD_SUBNET, name
+        cs = p["status"]["containerStatuses"][0]
+        assert cs["image"].endswith(TRAINER_IMAGE) and cs["imageID"], cs
+    st = wait_until(lambda: (s := kube.status("quickstart")).get("phase") in ("Succeeded", "Failed") and s,
+                    timeout=900, interval=2, what="quickstart Succeeded")
+    t_done = time.monotonic() - t0
+    assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
+    steps = kube.job("quickstart")["spec"]["training"]["steps"]
+    assert st["checkpoint"]["step"] == steps, st
+    ckpt_files = [p for p in data.rglob("*") if p.is_file() and "ckpt" in p.name]
+    assert ckpt_files, sorted(str(p) for p in data.rglob("*"))[:50]        # checkpoints really on the PV
+    export = st["export"]
+    assert {a["format"] for a in export["artifacts"]} == {"savedmodel", "tflite", "onnx"}, export
+    for a in export["artifacts"]:
+        rel = Path(a["path"])
+        on_pv = [p for p in data.rglob(rel.name)]
+        assert on_pv, (a, sorted(str(p) for p in data.rglob("*"))[:80])     # the export Job wrote it to the PV
+        assert a["maxError"] is not None, a
+    no_image_pulls(kube.core, kube.ns)
+    print(f"\nquickstart on the real node: pods Running after {t_running:.0f}s, Succeeded after {t_done:.0f}s")
+
+
+@pytest.mark.slow
+def test_deleting_a_worker_pod_mid_training_still_completes(operated, wait_until):
+    kube, op, pv = operated
+    pv(names.pvc_name("quickstart"))
+    kube.create_job(quickstart(steps=3000, every=200))
+    wait_until(lambda: trainer_pods_running(kube, "quickstart", 4), timeout=300, interval=1, what="pods Running")
+    wait_until(lambda: ((kube.status("quickstart").get("progress") or {}).get("step") or 0) > 0,
+               timeout=300, interval=1, what="training progress reported")
+    victim = names.pod_name("quickstart", "worker", 1)
+    uid = kube.trainer_pods("quickstart")[victim]["metadata"]["uid"]
+    kube.core.delete_namespaced_pod(victim, kube.ns)
+    # the operator replaces the lost worker (a new pod of the same name), the job is not restarted
+    wait_until(lambda: (p := kube.trainer_pods("quickstart").get(victim)) and p["metadata"]["uid"] != uid,
+               timeout=300, interval=1, what=f"{victim} recreated")
+    st = wait_until(lambda: (s := kube.status("quickstart")).get("phase") in ("Succeeded", "Failed") and s,
+                    timeout=1200, interval=2, what="job finished after the worker was deleted")
+    assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
+    assert st["checkpoint"]["step"] == 3000 and st.get("restarts", 0) == 0, st
+
+
+@pytest.mark.slow
+def test_deleting_the_ps_pod_restarts_the_job_and_resumes_from_the_checkpoint(operated, wait_until):
+    kube, op, pv = operated
+    pv(names.pvc_name("quickstart"))
+    kube.create_job(quickstart(steps=3000, every=200))
+    wait_until(lambda: trainer_pods_running(kube, "quickstart", 4), timeout=300, interval=1, what="pods Running")
+    ck = wait_until(lambda: ((kube.status("quickstart").get("checkpoint") or {}).get("step") or 0) >= 200
+                    and kube.status("quickstart")["checkpoint"]["step"],
+                    timeout=600, interval=1, what="a first checkpoint")
+    kube.core.delete_namespaced_pod(names.pod_name("quickstart", "ps", 0), kube.ns)
+    wait_until(lambda: kube.status("quickstart").get("restarts", 0) >= 1, timeout=300, interval=1, what="a job restart")
+    st = wait_until(lambda: (s := kube.status("quickstart")).get("phase") in ("Succeeded", "Failed") and s,
+                    timeout=1200, interval=2, what="job finished after the PS was deleted")
+    assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
+    assert st["restarts"] == 1 and st["checkpoint"]["step"] == 3000, st
+    # resumed: the restarted chief's log (kubelet writes it under /var/log/pods) names a checkpoint at or
+    # after the one seen before the PS was deleted
+    resumed = [int(line.split("resumed from checkpoint step ")[1].split()[0])
+               for f in Path("/var/log/pods").glob(f"{kube.ns}_{names.pod_name('quickstart', 'chief', 0)}_*/*/*.log")
+               for line in f.read_text(errors="replace").splitlines() if "resumed from checkpoint step " in line]
+    assert resumed and max(resumed) >= ck, (resumed, ck)
