@@ -15,8 +15,6 @@ from _operator_helpers import CFG, T0, all_pods, later, make_job, observed, stat
 from tfps_operator.reconcile.machine import reconcile  # noqa: E402
 
 
-@pytest.mark.xfail(strict=True, reason="machine.py: _training_done computes replicaStatuses before _cleanup deletes "
-                   "ps/workers, and terminal/Exporting phases never recompute them: ps.active stays 1, workers '2/2'")
 def test_replica_statuses_follow_the_cleanup_of_a_finished_job():
     job = make_job(ps=1, workers=2, export={"enabled": False})
     pods = all_pods(job, chief_0="Succeeded")

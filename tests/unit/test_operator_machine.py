@@ -482,3 +482,18 @@ def test_crash_loop_backoff_doubles_to_five_minutes_and_resets_after_ten_quiet_m
     assert second.count == 2 and not_before(second, later(10)) == later(30)
     assert not_before(second, later(30)) is None
     assert record(second, later(10 + 600)).count == 1  # quiet for 10 minutes: start over
+
+
+def test_replica_statuses_of_a_finished_job_count_only_what_the_cleanup_leaves():
+    job = make_job(ps=1, workers=2, export={"enabled": False})
+    plan = reconcile(job, status(**RUNNING), observed(job, all_pods(job, chief_0="Succeeded")), later(5), CFG)
+    rs = plan.status.replica_statuses
+    assert (rs["chief"].succeeded, rs["ps"].active, rs["worker"].active, plan.status.workers) == (1, 0, 0, "0/2")
+
+
+def test_replica_statuses_after_a_job_restart_count_no_stale_pod():
+    job = make_job(ps=1, workers=1)
+    pods = all_pods(job)
+    pods[1] = pod(job, "ps", 0, "Failed", exit_code=1)
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(5), CFG)
+    assert all(r.active == 0 and r.failed == 0 for r in plan.status.replica_statuses.values())

@@ -81,22 +81,29 @@ def reconcile(job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, no
     crash-loop backoff kept by the caller); until then the failed pod is kept, logs and all.
     """
     x = _Ctx(job, status, obs, now, cfg, hold)
+    _decide(x)
+    _replica_statuses(x)
+    return x.plan
+
+
+def _decide(x: _Ctx) -> None:
+    job, obs, now, cfg = x.job, x.obs, x.now, x.cfg
     if x.st.phase in TERMINAL:
         _finished(x)
-        return x.plan
+        return
     try:
         pods = desired_pods(job, cfg, x.st.restarts)
         infra = [m for m in (storage_claim(job), headless_service(job, cfg), network_policy(job, cfg)) if m]
         export_manifest = export_job(job, cfg) if job.spec.export.enabled else None
     except BuildError as exc:
         _fail(x, "InvalidSpec", str(exc))
-        return x.plan
+        return
     if x.st.phase is None:
         x.st.phase = "Pending"
         x.event("Normal", "Accepted", "creating the training cluster")
     if x.st.phase in TRAINING and job.spec.run_policy.suspend:
         _suspend(x)
-        return x.plan
+        return
     if x.st.phase == "Suspended":
         x.st.phase = "Pending"
         x.st.start_time = None
@@ -105,13 +112,13 @@ def reconcile(job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, no
     if x.st.start_time is None:
         x.st.start_time = now
     if _deadline_passed(x):
-        return x.plan
+        return
     _ensure(x, infra)
     if x.st.phase == "Exporting":
         _exporting(x, export_manifest)
     else:
         _training(x, pods, export_manifest)
-    return x.plan
+    return
 
 
 def invalid_spec(status: PSTrainingJobStatus, generation: int | None, message: str, now: datetime) -> Plan:
@@ -169,12 +176,12 @@ def _training(x: _Ctx, desired: dict[str, dict[str, Any]], export_manifest: dict
             continue
         unexpected_exit = pod.phase == "Succeeded" and pod.role in ("ps", "worker")  # servers never exit on their own
         if pod.phase == "Failed" or unexpected_exit:
-            decisions.append((pod, pod.role, _decide(x, pod.role, pod.exit_code)))
+            decisions.append((pod, pod.role, _failure_decision(x, pod.role, pod.exit_code)))
     if st.phase == "Running":  # every pod existed: a missing chief or PS is a lost one
         for name, manifest in desired.items():
             role = manifest["metadata"]["labels"]["tfps.dev/replica-type"]
             if name not in current and role in ("chief", "ps") and obs.pod(name) is None:
-                decisions.append((None, role, _decide(x, role, None, vanished=name)))
+                decisions.append((None, role, _failure_decision(x, role, None, vanished=name)))
 
     fatal = next((d for _, _, d in decisions if d.action == "fail_job"), None)
     if fatal:
@@ -207,7 +214,7 @@ def _training(x: _Ctx, desired: dict[str, dict[str, Any]], export_manifest: dict
     _training_phase(x, desired, current, replacing)
 
 
-def _decide(x: _Ctx, role: str, exit_code: int | None, vanished: str | None = None) -> Decision:
+def _failure_decision(x: _Ctx, role: str, exit_code: int | None, vanished: str | None = None) -> Decision:
     spec = getattr(x.job.spec.replicas, role)
     d = on_failure(role, spec.restart_policy, exit_code, x.st.restarts, x.job.spec.run_policy.backoff_limit)  # type: ignore[arg-type]
     if vanished:
@@ -238,7 +245,6 @@ def _training_phase(x: _Ctx, desired: dict[str, dict[str, Any]], current: dict[s
         x.event("Normal", "Running", f"all {len(desired)} pods are running")
     elif st.phase not in ("Running", "Restarting"):
         st.phase = "Pending"
-    _replica_statuses(x, desired, current)
     _stalled(x)
 
 
@@ -259,21 +265,25 @@ def _stalled(x: _Ctx) -> None:
             x.plan.requeue(verdict.recheck_after)
 
 
-def _replica_statuses(x: _Ctx, desired: dict[str, dict[str, Any]] | None, current: dict[str, PodObs]) -> None:
+def _replica_statuses(x: _Ctx) -> None:
+    """Counts of the current run's pods as they will be after this plan: pods being deleted (now or
+    by this plan) no longer count, so a finished job shows what is really left."""
     counts = replica_counts(x.job)
+    going = {a.name for a in x.plan.actions if isinstance(a, Delete) and a.kind == "Pod"}
+    pods = [p for p in x.obs.pods if p.restart == x.st.restarts and p.name not in going and not p.deleting]
     out: dict[str, ReplicaStatus] = {}
     for role, n in counts.items():
         if n == 0:
             continue
-        pods = [p for p in current.values() if p.role == role]
+        mine = [p for p in pods if p.role == role]
         out[role] = ReplicaStatus(
-            active=sum(p.active for p in pods),
-            ready=sum(p.phase == "Running" and p.ready and not p.deleting for p in pods),
-            succeeded=sum(p.phase == "Succeeded" for p in pods),
-            failed=sum(p.phase == "Failed" for p in pods),
+            active=sum(p.active for p in mine),
+            ready=sum(p.phase == "Running" and p.ready for p in mine),
+            succeeded=sum(p.phase == "Succeeded" for p in mine),
+            failed=sum(p.phase == "Failed" for p in mine),
         )
     x.st.replica_statuses = out  # type: ignore[assignment]
-    running_workers = sum(p.role == "worker" and p.phase == "Running" and not p.deleting for p in current.values())
+    running_workers = sum(p.role == "worker" and p.phase == "Running" for p in pods)
     _set_workers(x.st, f"{running_workers}/{counts['worker']}")
 
 
@@ -293,7 +303,6 @@ def _restart_job(x: _Ctx, d: Decision, current: dict[str, PodObs]) -> None:
     x.event("Warning", d.reason, d.message)
     for pod in current.values():  # now stale (restart label < restarts): replaced once gone
         x.delete_pod(pod)
-    _replica_statuses(x, None, {})
 
 
 def _training_done(x: _Ctx, export_manifest: dict[str, Any] | None) -> None:
@@ -309,7 +318,6 @@ def _training_done(x: _Ctx, export_manifest: dict[str, Any] | None) -> None:
         _exporting(x, export_manifest)
     else:
         _succeed(x, "TrainingSucceeded", "training finished; export is disabled")
-    _replica_statuses(x, None, {p.name: p for p in x.obs.pods if p.restart == st.restarts})
 
 
 def _exporting(x: _Ctx, manifest: dict[str, Any] | None) -> None:
@@ -387,7 +395,6 @@ def _suspend(x: _Ctx) -> None:
         x.cond(C.SUSPENDED, "True", "JobSuspended", "runPolicy.suspend is true: pods deleted")
         x.clear(C.RUNNING, "JobSuspended", "")
         x.event("Normal", "JobSuspended", "runPolicy.suspend is true: deleting the pods")
-    _replica_statuses(x, None, {p.name: p for p in x.obs.pods if p.restart == st.restarts})
 
 
 def _deadline_passed(x: _Ctx) -> bool:
