@@ -1,16 +1,17 @@
 """The chief: ParameterServerStrategy + ClusterCoordinator training loop with checkpoints.
 
 Keras 3 ``model.fit`` refuses ParameterServerStrategy datasets, so this is a custom loop: the chief
-schedules ``train_step`` closures on the workers in chunks, keeping ``AHEAD`` chunks queued so
-the workers never idle; it fetches the previous chunk's last result for progress. Before a checkpoint it
-joins (so the saved state is exactly ``step`` updates and every loss up to it was checked).
+schedules ``train_step`` closures on the workers as fast as the coordinator's queue takes them;
+a reader thread fetches a sample of their losses for progress. Before a checkpoint it joins (so
+the saved state is exactly ``step`` updates and every loss up to it was checked).
 """
 
 from __future__ import annotations
 
-import collections
 import os
+import queue
 import re
+import threading
 import time
 from typing import Any
 
@@ -23,10 +24,8 @@ from .contract import ModelContract
 from .errors import ContractFailure, LostClusterError, NumericsError, TrainerError
 from .progress import Progress
 
-AHEAD = 2
-"""Chunks of scheduled steps kept queued ahead of the one whose result the chief waits for."""
-CHUNK_SECONDS = 0.5
-"""Target work per chunk: how often progress (step, loss, steps/s) is refreshed."""
+SAMPLE_EVERY = 20
+"""Every SAMPLE_EVERY-th scheduled step's loss is fetched (off the main thread) for progress."""
 NUMERICS_TAG = "tfps: non-finite training loss"
 _NUMERICS_OP = re.compile(r'Detected Infinity or NaN in output \d+ of (?:graph )?op "[^"]+"')
 _PS_TASK = re.compile(r"/job:ps/replica:\d+/task:(\d+)")
@@ -151,51 +150,45 @@ class Trainer:
     def run(self) -> int:
         """Train to ``settings.steps``; return the final step. Raises :class:`TrainerError`.
 
+        The main thread only schedules closures, like a bare coordinator loop: it blocks when the
+        coordinator's queue is full, which leaves the GIL to the coordinator's worker threads. A
+        :class:`_ProgressReader` thread fetches a sample of results for progress and TensorBoard.
+
         The global step counts scheduled training steps that completed. The coordinator runs each
         scheduled closure at least once (a closure whose worker died is re-run elsewhere) and
         reports it once, so the step is counted here on the chief, not incremented on the PS.
         """
         target = self.settings.steps
+        reader = _ProgressReader(self)
         try:
             done = self.restore()
+            reader.reset(done)
+            reader.start()
             policy = checkpoints.Policy.from_settings(self.settings.checkpoint, done)
             scheduled = done
-            pending: collections.deque = collections.deque()  # (step number, RemoteValue of its loss)
-            chunk = 50
-            last_t, last_step = time.monotonic(), done
+            rv = None
             while scheduled < target:
-                end = min(target, scheduled + chunk)
                 boundary = policy.next_step_boundary(scheduled)
-                if boundary is not None:
-                    end = min(end, boundary)
-                rv = None
-                for _ in range(end - scheduled):
+                end = target if boundary is None else min(target, boundary)
+                while scheduled < end:
                     rv = self.coordinator.schedule(self._train_step, args=(self.iterator,))
-                scheduled = end
-                pending.append((scheduled, rv))
-                if len(pending) > AHEAD:  # keep AHEAD chunks queued; wait for the one before them
-                    step, prev = pending.popleft()
-                    loss = float(prev.fetch())
-                    now = time.monotonic()
-                    rate = (step - last_step) / max(now - last_t, 1e-9)
-                    self._report(step, loss, rate)
-                    last_t, last_step = now, step
-                    chunk = int(min(1000, max(20, rate * CHUNK_SECONDS)))
+                    scheduled += 1
+                    if scheduled % SAMPLE_EVERY == 0:
+                        reader.submit(scheduled, rv)
+                    if policy.every_seconds is not None and scheduled % SAMPLE_EVERY == 0 and policy.due(scheduled):
+                        break
                 if policy.due(scheduled) or scheduled >= target:
                     self.coordinator.join()  # every step <= scheduled done, every loss checked
-                    step, last = pending.pop()
-                    pending.clear()
-                    now = time.monotonic()
-                    rate = (step - last_step) / max(now - last_t, 1e-9)
-                    self._report(step, float(last.fetch()), rate)
-                    last_t, last_step = now, step
-                    self.step.assign(step)
-                    self._save(step)
-                    policy.saved(step)
+                    reader.drain()
+                    reader.report_now(scheduled, float(rv.fetch()))
+                    self.step.assign(scheduled)
+                    self._save(scheduled)
+                    policy.saved(scheduled)
             return scheduled
         except tf.errors.OpError as exc:
             raise self.translate(exc) from None
         finally:
+            reader.stop()
             self.writer.flush()
 
     def translate(self, exc: tf.errors.OpError) -> TrainerError:
@@ -243,6 +236,59 @@ class Trainer:
         return LostClusterError(
             f"lost {who} ({type(exc).__name__}: {_first_line(exc)[:200]}): restart the job to resume; {self._resume_hint()}"
         )
+
+
+class _ProgressReader(threading.Thread):
+    """Fetches sampled step results off the main thread: step, loss and steps/s for progress and TensorBoard.
+
+    Errors are ignored here: the coordinator raises them to the main thread (schedule/join).
+    """
+
+    def __init__(self, trainer: Trainer) -> None:
+        super().__init__(name="tfps-progress-reader", daemon=True)
+        self.trainer = trainer
+        self.queue: queue.Queue = queue.Queue()
+        self.lock = threading.Lock()
+        self.last_t, self.last_step = time.monotonic(), 0
+
+    def reset(self, step: int) -> None:
+        self.last_t, self.last_step = time.monotonic(), step
+
+    def submit(self, step: int, remote_value: Any) -> None:
+        self.queue.put((step, remote_value))
+
+    def drain(self) -> None:
+        self.queue.join()
+
+    def stop(self) -> None:
+        if self.is_alive():
+            self.queue.put(None)
+            self.join(timeout=5)
+
+    def report_now(self, step: int, loss: float) -> None:
+        with self.lock:
+            now = time.monotonic()
+            if step > self.last_step:
+                rate = (step - self.last_step) / max(now - self.last_t, 1e-9)
+                self.trainer._report(step, loss, rate)  # noqa: SLF001
+                self.last_t, self.last_step = now, step
+
+    def run(self) -> None:
+        while True:
+            item = self.queue.get()
+            try:
+                if item is None:
+                    return
+                step, remote_value = item
+                if not self.queue.empty():
+                    continue  # behind: skip to the newest sample
+                try:
+                    loss = float(remote_value.fetch())
+                except Exception:  # noqa: BLE001 - the main thread reports failures
+                    continue
+                self.report_now(step, loss)
+            finally:
+                self.queue.task_done()
 
 
 def _first_line(exc: BaseException) -> str:
