@@ -256,6 +256,18 @@ def print_table(summary: dict[str, Any]) -> None:
             print(f"N={n}: {k} = {val}")
 
 
+def markdown(summary: dict[str, Any]) -> str:
+    """The summary as a Markdown table (for benchmarks/README.md)."""
+    lines = ["| N | operator | " + " | ".join(h for _, h in METRICS) + " |",
+             "|---|---|" + "---|" * len(METRICS)]
+    for n, s in summary.items():
+        for key in VARIANTS:
+            if key in s:
+                flag = "" if s[key]["complete"] else " (incomplete)"
+                lines.append(f"| {n} | {key}{flag} | " + " | ".join(fmt(s[key][m]) for m, _ in METRICS) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="200", help="comma-separated job counts (default 200)")
@@ -265,7 +277,11 @@ def main() -> int:
     p.add_argument("--out", default=str(RESULTS / "operator_scale.json"))
     p.add_argument("--merge", action="store_true", help="keep the runs already in --out (other sizes) and add these")
     p.add_argument("--down", action="store_true", help="stop the benchmark cluster afterwards")
+    p.add_argument("--markdown", metavar="JSON", help="only print the summary of an earlier result as Markdown")
     a = p.parse_args()
+    if a.markdown:
+        print(markdown(json.loads(Path(a.markdown).read_text())["summary"]))
+        return 0
     sizes = [int(x) for x in a.sizes.split(",")]
     variants = [VARIANTS[k] for k in a.variants.split(",")]
 
