@@ -30,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a PSTrainingJob file locally, as processes on this machine")
     run.add_argument("file", help="PSTrainingJob YAML")
-    run.add_argument("--workdir", default=None, help="where checkpoints, logs and exports go (default: ./tfps-work/<job>)")
+    run.add_argument("--workdir", default=None, help="plays the job volume: files go under WORKDIR/<namespace>/<job>/ (default: ./tfps-work)")
     run.add_argument("--steps", type=int, default=None, help="override spec.training.steps")
     run.add_argument("--no-export", action="store_true", help="train only")
 
