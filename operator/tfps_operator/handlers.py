@@ -36,6 +36,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: lo
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     settings.peering.lifetime = ours.peering_lifetime
+    # Filter pods and Jobs on the server: only the operator's own children are ever sent to it.
+    selector = ",".join(f"{k}={v}" for k, v in MANAGED.items())
+    settings.watching.label_selectors["v1", "pods"] = selector
+    settings.watching.label_selectors["batch/v1", "jobs"] = selector
     memo.controller = Controller(await Kube.connect(ours.kubeconfig), ours)
     memo.monitor = ProgressMonitor(memo.controller.kube, ours)
     logger.info("tfps operator ready (namespaces: %s)", ", ".join(ours.namespaces) or "all")
