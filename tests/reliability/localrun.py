@@ -116,7 +116,7 @@ class Run:
         except OSError:
             return None
         m = re.search(r'^model_checkpoint_path: "([^"]+)"', text, re.M)
-        return m.group(1) if m else None
+        return str(state.parent / m.group(1)) if m else None  # relative to the directory (or absolute)
 
 
 def wait_for(fn: Any, timeout: float, what: str, run: Run | None = None, interval: float = 0.1) -> Any:

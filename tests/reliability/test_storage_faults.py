@@ -1,0 +1,90 @@
+"""Storage faults under the trainer, end to end through `tfps run` (real TF processes): a checkpoint
+volume that fills up or turns read-only mid-run, and the newest checkpoint deleted under the trainer.
+Expected: a clear one-line reason, nothing exported from the failed run, the earlier checkpoint
+intact, and a rerun that resumes from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .localrun import Run, job_file, kill, wait_for
+from .mounts import fill, remount, tmpfs
+
+pytestmark = [pytest.mark.tf, pytest.mark.timeout(900)]
+
+
+@pytest.mark.parametrize("fault", ["full", "read-only"])
+def test_checkpoint_volume_fault_fails_clearly_and_rerun_resumes(tmp_path: Path, fault: str) -> None:
+    from trainer_cluster import stored_step
+
+    steps, every = 1500, 500
+    job = job_file(tmp_path, "vol", steps=steps, every_steps=every, backoff=0, export=True)
+    work = tmp_path / "work"
+    ckpts = work / "default" / "vol" / "checkpoints"
+    with tmpfs(ckpts, "4m"):
+        run = Run(job, work)
+        try:
+            wait_for(lambda: (run.checkpoint_state() or "").endswith(f"ckpt-{every}"), 300, "the first checkpoint", run,
+                     interval=0.05)
+            if fault == "full":
+                fill(ckpts)
+            else:
+                remount(ckpts, "ro")
+            rc = run.wait()
+        finally:
+            run.stop()
+        out = run.output
+        assert rc == 1, out[-3000:]
+        line = next((ln for ln in out.splitlines() if "chief-0 exited with code 1: " in ln), "")
+        assert "cannot write checkpoint step" in line and str(ckpts) in line, f"no clear reason:\n{out[-3000:]}"
+        assert not (run.root / "exports").exists(), "something was exported from a failed run"
+        intact = run.checkpoint_state()
+        assert intact is not None
+        step = int(intact.rsplit("-", 1)[1])
+        assert every <= step < steps and stored_step(intact) == step, "the last good checkpoint is not intact"
+
+        if fault == "full":
+            (ckpts / "filler").unlink()
+        else:
+            remount(ckpts, "rw")
+        rerun = Run(job, work, "--no-export")
+        try:
+            assert rerun.wait() == 0, rerun.output[-3000:]
+        finally:
+            rerun.stop()
+        assert rerun.resumed_steps()[-1] == step, "the rerun did not resume from the intact checkpoint"
+        assert stored_step(str(ckpts / f"ckpt-{steps}")) == steps
+    print(f"{fault}: failed with {line.strip()!r}; resumed from step {step}")
+    os_reason = "No space left on device" if fault == "full" else "Read-only file system"
+    if os_reason not in line:  # everything else held; the reason names TF's error class, not the OS's
+        pytest.xfail(f"BUG chief.py Trainer._save: the reason keeps only the first line of the TF error "
+                     f"({line.split(': ', 3)[-1]!r}), so {os_reason!r} is not named")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "trainer_image/tfps_trainer/checkpoints.py Checkpointer.restore_latest restores manager.latest_checkpoint "
+    "(the state file's newest entry) without checking it exists; the NotFoundError is then reported by "
+    "chief.py Trainer.translate as 'lost parameter server ... NotFoundError' (exit 5), so every restart fails "
+    "the same way although older checkpoints are intact"))
+def test_newest_checkpoint_deleted_under_the_trainer_resumes_from_the_newest_remaining(tmp_path: Path) -> None:
+    from trainer_cluster import stored_step
+
+    steps, every = 2000, 400
+    run = Run(job_file(tmp_path, "delck", steps=steps, every_steps=every, keep=3, backoff=1), tmp_path / "work",
+              "--no-export")
+    try:
+        newest = wait_for(lambda: (p := run.checkpoint_state()) and p.endswith(f"ckpt-{2 * every}") and p, 300,
+                          "two checkpoints", run, interval=0.05)
+        for f in Path(newest).parent.glob(Path(newest).name + ".*"):
+            f.unlink()  # deleted under the trainer (an operator's cleanup gone wrong, a user's rm)
+        kill(run.children()["ps-0"][0])  # and the job restarts before the next checkpoint
+        assert run.checkpoint_state() == newest, "a newer checkpoint appeared meanwhile; the test did not test"
+        rc = run.wait()
+    finally:
+        run.stop()
+    out = run.output
+    assert rc == 0, out[-3000:]
+    assert run.resumed_steps()[1] == every, f"expected to resume from ckpt-{every}, the newest that exists"
+    assert stored_step(str(run.root / "checkpoints" / f"ckpt-{steps}")) == steps
