@@ -117,7 +117,7 @@ build_trainer() {
     rm -rf "$dir"; mkdir -p "$dir"
     cp -a "$base/rootfs" "$dir/rootfs"
     mkdir -p "$dir/rootfs/src"
-    (cd "$REPO" && tar cf - pyproject.toml constraints.txt README.md operator trainer_image --exclude='__pycache__') | tar xf - -C "$dir/rootfs/src"
+    (cd "$REPO" && tar cf - --exclude=__pycache__ pyproject.toml constraints.txt README.md operator trainer_image) | tar xf - -C "$dir/rootfs/src"
     in_root "$dir/rootfs" pip install -q --no-deps -c /src/constraints.txt /src >"$dir/pip.log" 2>&1 \
       || { tail -20 "$dir/pip.log" >&2; die "pip install of the trainer failed"; }
     in_root "$dir/rootfs" python -c 'import tfps_trainer, tensorflow' >>"$dir/pip.log" 2>&1 || die "the trainer image cannot import tfps_trainer/tensorflow"
