@@ -24,8 +24,8 @@ from .contract import ModelContract
 from .errors import ContractFailure, LostClusterError, NumericsError, TrainerError
 from .progress import Progress
 
-SAMPLE_EVERY = 20
-"""Every SAMPLE_EVERY-th scheduled step's loss is fetched (off the main thread) for progress."""
+SAMPLE_SECONDS = 0.5
+"""How often a scheduled step's loss is sampled (fetched off the main thread) for progress."""
 NUMERICS_TAG = "tfps: non-finite training loss"
 _NUMERICS_OP = re.compile(r'Detected Infinity or NaN in output \d+ of (?:graph )?op "[^"]+"')
 _PS_TASK = re.compile(r"/job:ps/replica:\d+/task:(\d+)")
@@ -170,13 +170,16 @@ class Trainer:
             while scheduled < target:
                 boundary = policy.next_step_boundary(scheduled)
                 end = target if boundary is None else min(target, boundary)
+                next_sample = time.monotonic() + SAMPLE_SECONDS
                 while scheduled < end:
                     rv = self.coordinator.schedule(self._train_step, args=(self.iterator,))
                     scheduled += 1
-                    if scheduled % SAMPLE_EVERY == 0:
+                    now = time.monotonic()
+                    if now >= next_sample:
+                        next_sample = now + SAMPLE_SECONDS
                         reader.submit(scheduled, rv)
-                    if policy.every_seconds is not None and scheduled % SAMPLE_EVERY == 0 and policy.due(scheduled):
-                        break
+                        if policy.every_seconds is not None and policy.due(scheduled, now):
+                            break
                 if policy.due(scheduled) or scheduled >= target:
                     self.coordinator.join()  # every step <= scheduled done, every loss checked
                     reader.drain()
