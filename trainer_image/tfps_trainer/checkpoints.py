@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from datetime import datetime, timezone
 
 import tensorflow as tf
@@ -35,6 +36,10 @@ def info_for(path: str) -> CheckpointInfo:
     mtime = os.path.getmtime(path + ".index")
     when = datetime.fromtimestamp(mtime, timezone.utc).isoformat(timespec="seconds")
     return CheckpointInfo(step=step_of(path), path=path, time=when)
+
+
+def _numbered(path: str) -> bool:
+    return path.rsplit("-", 1)[-1].isdigit()
 
 
 def latest(directory: str) -> str | None:
@@ -83,12 +88,32 @@ class Checkpointer:
             checkpoint, directory=directory, max_to_keep=keep, checkpoint_name=CHECKPOINT_NAME
         )
 
+    def candidates(self) -> list[str]:
+        """Checkpoint prefixes to resume from, newest first: those in the state file and on disk
+        (``.index`` present), so a checkpoint deleted or never completed is skipped."""
+        directory = self.manager.directory
+        listed = set(self.manager.checkpoints)
+        on_disk = {str(p)[: -len(".index")] for p in Path(directory).glob(f"{CHECKPOINT_NAME}-*.index")}
+        found = [p for p in listed | on_disk if os.path.exists(p + ".index") and _numbered(p)]
+        return sorted(found, key=step_of, reverse=True)
+
     def restore_latest(self) -> str | None:
-        """Restore the latest checkpoint, if any; return its path."""
-        path = self.manager.latest_checkpoint
-        if path:
-            self.checkpoint.restore(path).assert_existing_objects_matched()
-        return path
+        """Restore the newest intact checkpoint, if any; return its path.
+
+        A newest checkpoint that is missing or unreadable (deleted under the trainer, a torn copy)
+        is skipped with a note on stdout, falling back to the next newest.
+        """
+        for path in self.candidates():
+            try:
+                self.checkpoint.restore(path).assert_existing_objects_matched()
+            except (tf.errors.NotFoundError, tf.errors.DataLossError) as exc:
+                print(f"tfps-trainer: skipping unreadable checkpoint {path}: {type(exc).__name__}", flush=True)
+                continue
+            return path
+        listed = self.manager.latest_checkpoint
+        if listed:
+            print(f"tfps-trainer: the newest listed checkpoint {listed} is missing; starting from step 0", flush=True)
+        return None
 
     def save(self, step: int) -> CheckpointInfo:
         path = self.manager.save(checkpoint_number=step)

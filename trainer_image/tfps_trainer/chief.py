@@ -212,10 +212,13 @@ class Trainer:
     def _save(self, step: int) -> None:
         try:
             self.last_checkpoint = self.checkpointer.save(step)
-        except (tf.errors.PermissionDeniedError, tf.errors.ResourceExhaustedError, OSError) as exc:
+        except _CLUSTER_ERRORS:
+            raise  # a PS lost while its variables were read: reported as a lost PS
+        except (tf.errors.OpError, OSError) as exc:
+            directory = self.settings.paths.checkpoints
             raise TrainerError(
-                f"cannot write checkpoint step {step} to {self.settings.paths.checkpoints}: "
-                f"{type(exc).__name__}: {_first_line(exc)[:300]}"
+                f"cannot write checkpoint step {step} to {directory}: {_storage_problem(directory)}"
+                f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
             ) from None
         self.progress.update(step=step, checkpoint=self.last_checkpoint)
         print(f"tfps-trainer chief: checkpoint step {step} -> {self.last_checkpoint.path}", flush=True)
@@ -292,6 +295,25 @@ class _ProgressReader(threading.Thread):
                 self.report_now(step, loss)
             finally:
                 self.queue.task_done()
+
+
+_CLUSTER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
+                   tf.errors.DeadlineExceededError)
+
+
+def _storage_problem(directory: str) -> str:
+    """The OS-level reason a directory cannot take a checkpoint, when it can be told ("" otherwise)."""
+    try:
+        st = os.statvfs(directory)
+    except OSError as exc:
+        return f"{exc.strerror}; "
+    if st.f_flag & os.ST_RDONLY:
+        return "Read-only file system; "
+    if st.f_bavail == 0:
+        return "No space left on device; "
+    if not os.access(directory, os.W_OK):
+        return "Permission denied; "
+    return ""
 
 
 def _first_line(exc: BaseException) -> str:
