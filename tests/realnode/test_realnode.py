@@ -105,10 +105,18 @@ def operated(realnode, cluster, k8s, namespace, wait_until, hostpath_pv, tmp_pat
                                                       f"trainerImage={TRAINER_IMAGE}"]) as inst:
         op = OperatorProcess(str(inst.kubeconfig), [namespace], tmp_path / "operator.log",
                              extra_env={"TFPS_DEFAULT_IMAGE": TRAINER_IMAGE}).start()
+        kube = Kube(k8s, namespace, wait_until)
         try:
-            yield Kube(k8s, namespace, wait_until), op, hostpath_pv
+            yield kube, op, hostpath_pv
         finally:
-            op.stop()
+            # jobs carry the operator's finalizer: delete them while it still runs, or the namespace hangs
+            for j in kube.custom.list_namespaced_custom_object("tfps.dev", "v1alpha1", namespace, "pstrainingjobs")["items"]:
+                kube.delete_job(j["metadata"]["name"])
+            try:
+                wait_until(lambda: not kube.custom.list_namespaced_custom_object(
+                    "tfps.dev", "v1alpha1", namespace, "pstrainingjobs")["items"], timeout=90, interval=1, what="jobs deleted")
+            finally:
+                op.stop()
 
 
 def trainer_pods_running(kube: Kube, job: str, n: int) -> dict[str, dict[str, Any]] | None:
