@@ -51,8 +51,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tfps_operator.peering", description=__doc__.splitlines()[0])
     p.add_argument("name", help="peering name (the operator's --peering)")
     p.add_argument("--namespace", "-n", action="append", default=[], help="served namespace (repeatable); none: cluster-wide")
+    p.add_argument("--only", choices=["crds", "objects"], default=None,
+                   help="print only the CRDs or only the peering objects: on a cluster that never had the CRDs, "
+                        "apply the CRDs and wait for them to be Established before the objects")
     args = p.parse_args(argv)
-    yaml.safe_dump_all(manifests(args.name, args.namespace), sys.stdout, sort_keys=False)
+    docs = manifests(args.name, args.namespace)
+    if args.only:
+        docs = [d for d in docs if (d["kind"] == "CustomResourceDefinition") == (args.only == "crds")]
+    yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)
     return 0
 
 

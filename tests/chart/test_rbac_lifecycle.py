@@ -125,8 +125,15 @@ def test_peering_rules_suffice_for_a_peered_operator(helm, cluster, k8s, kubectl
     install_crd(str(cluster.kubeconfig))
     release_ns, watched = make_namespace(), make_namespace()
     peering = "tfps-chart"
+    # CRDs first, and only once they are Established the peering object: in one apply, on a cluster
+    # that never had these CRDs, kubectl cannot map the new kind yet ("no matches for kind").
+    docs = manifests(peering, [watched])
+    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    kubectl("apply", "--server-side", "--field-manager=tfps-tests", "-f", "-", input=yaml.safe_dump_all(crds))
+    kubectl("wait", "--for=condition=Established", "--timeout=60s",
+            *[f"crd/{d['metadata']['name']}" for d in crds])
     kubectl("apply", "--server-side", "--field-manager=tfps-tests", "-f", "-",
-            input=yaml.safe_dump_all(manifests(peering, [watched])))
+            input=yaml.safe_dump_all([d for d in docs if d not in crds]))
     kube = Cluster(k8s, watched, wait_until)
     kube.bound_claim("data")
     op: OperatorProcess | None = None
