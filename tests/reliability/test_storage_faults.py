@@ -63,11 +63,6 @@ def test_checkpoint_volume_fault_fails_clearly_and_rerun_resumes(tmp_path: Path,
                      f"({line.split(': ', 3)[-1]!r}), so {os_reason!r} is not named")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "trainer_image/tfps_trainer/checkpoints.py Checkpointer.restore_latest restores manager.latest_checkpoint "
-    "(the state file's newest entry) without checking it exists; the NotFoundError is then reported by "
-    "chief.py Trainer.translate as 'lost parameter server ... NotFoundError' (exit 5), so every restart fails "
-    "the same way although older checkpoints are intact"))
 def test_newest_checkpoint_deleted_under_the_trainer_resumes_from_the_newest_remaining(tmp_path: Path) -> None:
     from trainer_cluster import stored_step
 
