@@ -175,6 +175,19 @@ def test_after_a_restart_old_pods_are_stale_never_counted_again_and_replaced_onc
     assert not C.is_true(plan.status, C.RESTARTING)
 
 
+def test_status_read_before_our_own_restart_leaves_the_new_runs_pods_alone_and_looks_again():
+    # pods of run 1 exist, but this status still says restarts=0 (read before the restart was written)
+    job = make_job(ps=1, workers=1)
+    new_run = all_pods(job, restart=1)
+    plan = reconcile(job, status(**RUNNING), observed(job, new_run), later(10), CFG)
+    assert plan.actions == [] and plan.events == []
+    assert plan.status.restarts == 0
+    assert plan.requeue_after is not None and plan.requeue_after <= 1.0
+    # once the read catches up, the same pods are the current run and nothing is deleted
+    plan = reconcile(job, status(**{**RUNNING, "restarts": 1}), observed(job, new_run), later(11), CFG)
+    assert deleted_names(plan) == []
+
+
 def test_chief_failed_at_backoff_limit_fails_with_backoff_limit_exceeded():
     job = make_job(ps=1, workers=1, runPolicy={"backoffLimit": 2})
     pods = all_pods(job, restart=2)
@@ -235,6 +248,25 @@ def test_chief_succeeded_without_export_deletes_running_ps_and_workers_and_succe
     assert cond(plan, C.SUCCEEDED) == ("True", "TrainingSucceeded")
     assert deleted_names(plan) == ["mnist-ps-0", "mnist-ps-1", "mnist-worker-0", "mnist-worker-1"]
     assert plan.status.completion_time == later(60)
+
+
+def test_chief_succeeded_puts_its_final_checkpoint_into_status_even_if_the_monitor_never_saw_it():
+    # a short run: the monitor (which polls only while Running) last saw step 100, or nothing at all
+    job = make_job(ps=1, workers=1, export={"enabled": False})
+    pods = all_pods(job)
+    pods[0] = pod(job, "chief", 0, "Succeeded", exit_code=0,
+                  message="completed step 300/300; final checkpoint /tfps/default/mnist/checkpoints/ckpt-300")
+    for seen in (None, {"step": 100, "path": "/tfps/default/mnist/checkpoints/ckpt-100"}):
+        st = status(**RUNNING, **({"checkpoint": seen} if seen else {}))
+        plan = reconcile(job, st, observed(job, pods), later(60), CFG)
+        assert plan.status.checkpoint.step == 300
+        assert plan.status.checkpoint.path == "/tfps/default/mnist/checkpoints/ckpt-300"
+        assert plan.status.checkpoint.time is not None
+    # a newer checkpoint already in status is never replaced by an older summary, nor by a missing one
+    st = status(**RUNNING, checkpoint={"step": 400, "path": "/x/ckpt-400"})
+    assert reconcile(job, st, observed(job, pods), later(60), CFG).status.checkpoint.step == 400
+    pods[0] = pod(job, "chief", 0, "Succeeded", exit_code=0, message="completed step 300/300; final checkpoint -")
+    assert reconcile(job, status(**RUNNING), observed(job, pods), later(60), CFG).status.checkpoint is None
 
 
 def test_clean_pod_policy_none_keeps_pods_and_all_deletes_the_chief_too():

@@ -57,4 +57,5 @@ def test_status_patch_carries_only_the_reconcilers_fields_and_nulls_to_remove():
     patch = status_patch(st)
     assert patch["phase"] == "Suspended" and patch["restarts"] == 2
     assert patch["startTime"] is None  # merge patch: removes a stale start time
-    assert "checkpoint" not in patch and "progress" not in patch  # the progress monitor's fields
+    assert "progress" not in patch  # the progress monitor's field
+    assert patch["checkpoint"] == {"step": 5}  # the reconciler also writes it, from the chief's success summary

@@ -18,6 +18,7 @@ from typing import Any
 import tensorflow as tf
 
 from . import checkpoints, modelio, sharding, summaries
+from .summary import format_success
 from .cluster import read_tf_config, wait_for_addresses
 from .config import JobSettings
 from .contract import ModelContract
@@ -347,4 +348,4 @@ def run(settings: JobSettings, contract: ModelContract, progress: Progress) -> s
         ) from None
     final = trainer.run()
     ck = trainer.last_checkpoint
-    return f"completed step {final}/{settings.steps}; final checkpoint {ck.path if ck else '-'}"
+    return format_success(final, settings.steps, ck.path if ck else None)

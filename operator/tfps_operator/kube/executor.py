@@ -17,8 +17,10 @@ CONCURRENCY = 16
 """Child requests in flight at once for one job."""
 
 OWNED_STATUS_FIELDS = ("phase", "conditions", "observedGeneration", "replicaStatuses", "restarts", "startTime",
-                       "completionTime", "export", "workers")
-"""The status fields the reconciler writes; others (checkpoint, progress) belong to the progress monitor."""
+                       "completionTime", "export", "workers", "checkpoint")
+"""The status fields the reconciler writes; ``progress`` belongs to the progress monitor. ``checkpoint``
+is written by both: the monitor while the chief runs, the reconciler from the chief's success summary
+(its writes are conditional on resourceVersion; the monitor stops once the job leaves Running)."""
 
 
 def status_patch(status: PSTrainingJobStatus) -> dict[str, Any]:

@@ -23,7 +23,10 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
-from ..api.models import Artifact, ExportStatus, PSTrainingJob, PSTrainingJobStatus, ReplicaStatus
+from tfps_trainer.summary import parse_success
+
+from ..api.models import (Artifact, CheckpointStatus, ExportStatus, PSTrainingJob, PSTrainingJobStatus,
+                          ReplicaStatus)
 from ..build import names
 from ..build.export_job import export_job
 from ..build.jobsettings import replica_counts
@@ -81,9 +84,22 @@ def reconcile(job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, no
     crash-loop backoff kept by the caller); until then the failed pod is kept, logs and all.
     """
     x = _Ctx(job, status, obs, now, cfg, hold)
+    if _status_older_than_children(status, obs):
+        x.plan.requeue_after = STALE_STATUS_RETRY_SECONDS
+        return x.plan
     _decide(x)
     _replica_statuses(x)
     return x.plan
+
+
+STALE_STATUS_RETRY_SECONDS = 1.0
+
+
+def _status_older_than_children(status: PSTrainingJobStatus, obs: Observed) -> bool:
+    """A live pod labelled with a later run than ``status.restarts`` means this status was read before
+    our own restart was written (an operator restarted mid-restart, a lagging read): acting on it
+    would delete the new run's pods as stale. Do nothing and look again."""
+    return any(p.restart is not None and p.restart > status.restarts and not p.deleting for p in obs.pods)
 
 
 def _decide(x: _Ctx) -> None:
@@ -167,6 +183,7 @@ def _training(x: _Ctx, desired: dict[str, dict[str, Any]], export_manifest: dict
 
     chief = current.get(names.pod_name(job.metadata.name, "chief", 0))
     if chief is not None and chief.phase == "Succeeded" and not chief.deleting:
+        _final_checkpoint(x, chief)
         _training_done(x, export_manifest)
         return
 
@@ -303,6 +320,15 @@ def _restart_job(x: _Ctx, d: Decision, current: dict[str, PodObs]) -> None:
     x.event("Warning", d.reason, d.message)
     for pod in current.values():  # now stale (restart label < restarts): replaced once gone
         x.delete_pod(pod)
+
+
+def _final_checkpoint(x: _Ctx, chief: PodObs) -> None:
+    """The chief's success summary names its final checkpoint. The progress monitor polls only while
+    the job is Running, so a short run (or the last interval of any run) is only seen here."""
+    final = parse_success(chief.message)
+    known = x.st.checkpoint.step if x.st.checkpoint and x.st.checkpoint.step is not None else -1
+    if final is not None and final.path is not None and final.step > known:
+        x.st.checkpoint = CheckpointStatus(step=final.step, path=final.path, time=chief.finished_at or x.now)
 
 
 def _training_done(x: _Ctx, export_manifest: dict[str, Any] | None) -> None:
