@@ -137,12 +137,12 @@ def pod_spec(
         container["env"] += copy.deepcopy(o.env)
     taken = {v["name"] for v in spec["volumes"]}
     for i, vol in enumerate(o.volumes or []):
-        if vol.get("name") in taken:
+        if _text(vol, "name", f"{where}.volumes[{i}]") in taken:
             raise BuildError(f"{where}.volumes[{i}].name: {vol.get('name')!r} is reserved for the operator")
         spec["volumes"].append(copy.deepcopy(vol))
     mounted = {m["mountPath"] for m in container["volumeMounts"]}
     for i, mount in enumerate(o.volume_mounts or []):
-        if mount.get("mountPath") in mounted:
+        if _text(mount, "mountPath", f"{where}.volumeMounts[{i}]") in mounted:
             raise BuildError(f"{where}.volumeMounts[{i}].mountPath: {mount.get('mountPath')!r} is already used by the operator")
         container["volumeMounts"].append(copy.deepcopy(mount))
     if o.security_context:
@@ -214,3 +214,12 @@ def desired_pods(job: PSTrainingJob, cfg: BuildConfig, restart: int = 0) -> dict
             pod = trainer_pod(job, role, i, cfg, restart)
             pods[pod["metadata"]["name"]] = pod
     return pods
+
+
+def _text(item: dict[str, Any], key: str, where: str) -> str:
+    """``item[key]`` as a non-empty string; anything else (an object that slipped past an older CRD) is a
+    BuildError naming the field, not a crash."""
+    value = item.get(key)
+    if not isinstance(value, str) or not value:
+        raise BuildError(f"{where}.{key}: must be a non-empty string, got {value!r}")
+    return value

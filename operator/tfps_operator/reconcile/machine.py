@@ -99,6 +99,8 @@ def _status_older_than_children(status: PSTrainingJobStatus, obs: Observed) -> b
     """A live pod labelled with a later run than ``status.restarts`` means this status was read before
     our own restart was written (an operator restarted mid-restart, a lagging read): acting on it
     would delete the new run's pods as stale. Do nothing and look again."""
+    if status.phase not in ("Pending", "Running", "Restarting"):
+        return False
     return any(p.restart is not None and p.restart > status.restarts and not p.deleting for p in obs.pods)
 
 
