@@ -126,26 +126,25 @@ _MESSAGES = {
 }
 
 
+_CTX_MESSAGES = {
+    "greater_than_equal": "must be ≥ {ge:g}",
+    "less_than_equal": "must be ≤ {le:g}",
+    "literal_error": "must be one of {expected}",
+    "string_pattern_mismatch": "must match {pattern}",
+    "string_too_long": "must be at most {max_length} characters",
+    "string_too_short": "must be at least {min_length} characters",
+    "too_long": "must have at most {max_length} item(s)",
+    "too_short": "must have at least {min_length} item(s)",
+}
+"""Messages filled from pydantic's error context."""
+
+
 def _field_error(err: Any) -> FieldError:
     kind, ctx = err["type"], err.get("ctx") or {}
     if kind in _MESSAGES:
         msg = _MESSAGES[kind]
-    elif kind == "greater_than_equal":
-        msg = f"must be ≥ {ctx['ge']:g}"
-    elif kind == "less_than_equal":
-        msg = f"must be ≤ {ctx['le']:g}"
-    elif kind == "literal_error":
-        msg = f"must be one of {ctx['expected']}"
-    elif kind == "string_pattern_mismatch":
-        msg = f"must match {ctx['pattern']}"
-    elif kind == "string_too_long":
-        msg = f"must be at most {ctx['max_length']} characters"
-    elif kind == "string_too_short":
-        msg = f"must be at least {ctx['min_length']} characters"
-    elif kind == "too_long":
-        msg = f"must have at most {ctx['max_length']} item(s)"
-    elif kind == "too_short":
-        msg = f"must have at least {ctx['min_length']} item(s)"
+    elif kind in _CTX_MESSAGES:
+        msg = _CTX_MESSAGES[kind].format(**ctx)
     else:
         msg = err["msg"]
     return FieldError(_path(err["loc"]), msg)
