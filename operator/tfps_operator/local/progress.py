@@ -60,15 +60,21 @@ class Display(Protocol):
     def close(self) -> None: ...
 
 
-def _fmt(status: Status, target: int) -> str:
-    parts = [f"step {status.step if status.step is not None else '-'}/{target}"]
+def _details(status: Status, checkpoint_label: str) -> list[str]:
+    """Loss, speed and latest checkpoint, those the chief has reported."""
+    parts = []
     if status.loss is not None:
         parts.append(f"loss {status.loss:.4g}")
     if status.steps_per_second is not None:
         parts.append(f"{status.steps_per_second:.1f} steps/s")
     if status.checkpoint_step is not None:
-        parts.append(f"checkpoint @ {status.checkpoint_step}")
-    return "  ".join(parts)
+        parts.append(f"{checkpoint_label} {status.checkpoint_step}")
+    return parts
+
+
+def _fmt(status: Status, target: int) -> str:
+    step = f"step {status.step if status.step is not None else '-'}/{target}"
+    return "  ".join([step, *_details(status, "checkpoint @")])
 
 
 class PlainDisplay:
@@ -125,14 +131,8 @@ class RichDisplay:
         self.progress.console.print(message, highlight=False, markup=False)
 
     def update(self, status: Status) -> None:
-        detail = []
-        if status.loss is not None:
-            detail.append(f"loss {status.loss:.4g}")
-        if status.steps_per_second is not None:
-            detail.append(f"{status.steps_per_second:.1f} steps/s")
-        if status.checkpoint_step is not None:
-            detail.append(f"ckpt {status.checkpoint_step}")
-        self.progress.update(self.task, completed=min(status.step or 0, self.target), detail="  ".join(detail))
+        detail = "  ".join(_details(status, "ckpt"))
+        self.progress.update(self.task, completed=min(status.step or 0, self.target), detail=detail)
 
     def close(self) -> None:
         self.progress.stop()
