@@ -16,7 +16,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tfps_operator.build.tfconfig import tf_config_json
 from tfps_trainer.config import JobSettings, Paths
@@ -151,16 +151,21 @@ class LocalCluster:
             return None
 
     def wait_for_step(self, step: int, timeout: float = 120, role: str = "chief") -> dict[str, Any]:
+        return self.wait_for_status(lambda snap: snap["step"] >= step, f"step {step}", timeout, role)
+
+    def wait_for_status(self, accept: Callable[[dict[str, Any]], bool], what: str,
+                        timeout: float = 120, role: str = "chief") -> dict[str, Any]:
+        """Poll the role's /status until `accept(snapshot)`; fail if the process exits first."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             snap = self.status(role)
-            if snap and snap["step"] >= step:
+            if snap and accept(snap):
                 return snap
             proc = self.procs.get((role, 0))
             if proc is not None and proc.poll() is not None:
-                raise AssertionError(f"{role} exited ({proc.returncode}) before step {step}:\n{self.tail(role)}")
+                raise AssertionError(f"{role} exited ({proc.returncode}) before {what}:\n{self.tail(role)}")
             time.sleep(0.2)
-        raise AssertionError(f"{role} did not reach step {step} in {timeout}s:\n{self.tail(role)}")
+        raise AssertionError(f"{role} did not reach {what} in {timeout}s:\n{self.tail(role)}")
 
     def stop(self) -> None:
         """Terminate every process still running (SIGTERM, then SIGKILL)."""
