@@ -31,7 +31,32 @@ build_kubelet() {
   log "  built kubelet $K8S_VERSION in $((SECONDS - t0))s"
 }
 
+# CoreDNS with ONLY the plugins our Corefile uses (start_coredns in hack/realnode/node): a wrapper main
+# that imports coremain + these plugin packages instead of core/plugin (all ~60 plugins and their cloud
+# SDKs). Upstream's directive order (core/dnsserver) is kept; a Corefile naming a plugin not linked here
+# fails at start with "unknown directive". Cached in $TFPS_CACHE/coredns/<version>/bin, keyed by the list.
+COREDNS_PLUGINS=(bind errors log kubernetes)
+
+coredns_key() { printf '%s %s\n' "$COREDNS_VERSION" "${COREDNS_PLUGINS[*]}"; }
+
 build_coredns() {
-  build_simple coredns github.com/coredns/coredns "$COREDNS_VERSION" github.com/coredns/coredns \
-    "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
+  local dir="$TFPS_CACHE/coredns/$COREDNS_VERSION" mod logf t0=$SECONDS p
+  [[ -f $dir/bin/.complete && $(<"$dir/bin/.complete") == "$(coredns_key)" ]] && return 0
+  log "building CoreDNS $COREDNS_VERSION with plugins: ${COREDNS_PLUGINS[*]} into $dir/bin"
+  mkdir -p "$dir" && rm -rf "$dir"/wrapper.* && mod=$(mktemp -d "$dir/wrapper.XXXXXX"); logf="$dir/build.log"; : >"$logf"
+  printf 'module tfps.local/corednsbuild\n\ngo 1.26\n\nrequire github.com/coredns/coredns %s\n' "$COREDNS_VERSION" >"$mod/go.mod"
+  {
+    printf '// CoreDNS %s with only the plugins hack/realnode needs.\npackage main\n\nimport (\n' "$COREDNS_VERSION"
+    printf '\t"github.com/coredns/coredns/coremain"\n'
+    for p in "${COREDNS_PLUGINS[@]}"; do printf '\t_ "github.com/coredns/coredns/plugin/%s"\n' "$p"; done
+    printf ')\n\nfunc main() { coremain.Run() }\n'
+  } >"$mod/main.go"
+  ( cd "$mod" && run_build "coredns (go mod tidy)" "$logf" go mod tidy ) || return 1
+  ( cd "$mod" && run_build "coredns (go build)" "$logf" go build -trimpath \
+      -ldflags="-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" -o "$mod/out/coredns" . ) || return 1
+  rm -rf "${dir:?}/bin" && mv "$mod/out" "$dir/bin"
+  echo "github.com/coredns/coredns $COREDNS_VERSION; plugins ${COREDNS_PLUGINS[*]}; $(go version)" >"$dir/bin/VERSIONS"
+  rm -rf "$mod"
+  coredns_key >"$dir/bin/.complete"
+  log "  built CoreDNS $COREDNS_VERSION (${COREDNS_PLUGINS[*]}) in $((SECONDS - t0))s"
 }
