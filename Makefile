@@ -43,6 +43,17 @@ soak: venv
 	hack/cluster up
 	$(BIN)/pytest -m slow tests/soak $(PYTEST_ARGS)
 
+# The real-node tier (hack/realnode/README.md): the control plane + a real node (containerd, kubelet,
+# CoreDNS) on this machine, then tests/realnode on real pods of the trainer image. Needs root and Debian's
+# containerd/runc/CNI/umoci/skopeo/debootstrap; builds and caches kubelet, CoreDNS and the images on first
+# use (cold: about half an hour). `hack/realnode/node ready-to-test` says whether it is cheap right now.
+# REALNODE_MARK=realnode adds the slow fault tests (deleting a worker / the PS pod mid-training).
+.PHONY: test-realnode
+REALNODE_MARK ?= realnode and not slow
+test-realnode: venv
+	hack/cluster up --real-node
+	$(BIN)/pytest tests/realnode -m "$(REALNODE_MARK)" $(PYTEST_ARGS)
+
 test-unit: venv
 	$(BIN)/pytest -m "not cluster and not tf and not realnode" $(PYTEST_ARGS)
 
