@@ -1,6 +1,11 @@
-"""One reconcile loop per PSTrainingJob: read -> observe -> decide (pure) -> apply, then sleep until
-an event about the job or its children wakes it, or until the plan's own deadline (activeDeadline,
-TTL, creation backoff, periodic resync). A loop per job serializes all work on that job by construction.
+"""One reconcile loop per PSTrainingJob: observe -> decide (pure) -> apply, then sleep until an event
+about the job or its children wakes it, or until the plan's own deadline (activeDeadline, TTL,
+creation backoff, periodic resync). A loop per job serializes all work on that job by construction.
+
+A pass sends no reads: the job is Kopf's live body of the daemon (refreshed by the watch), its
+children come from the watch indexes (:mod:`.kube.watched`), and our own writes count until the
+watch echoes them. The API server sees only writes, and one GET of the job after a refused
+(stale) status write.
 """
 
 from __future__ import annotations
@@ -8,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -16,9 +22,10 @@ from pydantic import ValidationError
 
 from . import metrics
 from .api.models import PSTrainingJob, PSTrainingJobStatus
-from .build import labels, names
-from .kube.client import ApiError, Kube, controller_uid
+from .build import names
+from .kube.client import ApiError, Kube
 from .kube.executor import execute, post_events, status_patch
+from .kube.watched import RecentWrites, Views
 from .reconcile import crashloop
 from .reconcile.machine import creation_failed, invalid_spec, reconcile
 from .reconcile.observed import observe
@@ -47,10 +54,6 @@ def parse_job(body: dict[str, Any]) -> PSTrainingJob:
     return _validate({k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body})
 
 
-async def _none() -> None:
-    return None
-
-
 def now() -> datetime:
     return datetime.now(timezone.utc).replace(microsecond=0)
 
@@ -68,12 +71,33 @@ async def _sleep(delay: float, wake: asyncio.Event, stopped: Any) -> None:
             w.cancel()
 
 
+def _rv(body: Mapping[str, Any]) -> int:
+    """The resourceVersion as a number (etcd's revision); -1 when it is not one (then never preferred)."""
+    try:
+        return int((body.get("metadata") or {}).get("resourceVersion") or -1)
+    except (TypeError, ValueError):
+        return -1
+
+
 @dataclass
 class _JobState:
     wake: asyncio.Event
     create_failures: int = 0
     replacements: dict[str, crashloop.Replacements] = field(default_factory=dict)
     """Crash-loop backoff of replicas recreated alone, by pod name."""
+    recent: RecentWrites = field(default_factory=RecentWrites)
+    written: dict[str, Any] | None = None
+    """The job as our last status write (or a re-read after a conflict) returned it, until the watch
+    delivers a body at least as new."""
+
+    def freshest(self, live: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """The newer of the watch's body and our own last write. A shallow copy: Kopf replaces the
+        live body's content wholesale when an event arrives, so the nested dicts stay consistent."""
+        current = dict(live) if live is not None else None
+        if self.written is not None and (current is None or _rv(self.written) > _rv(current)):
+            return self.written
+        self.written = None
+        return current
 
     def hold(self, now: datetime) -> dict[str, datetime]:
         out = {}
@@ -91,20 +115,24 @@ class Controller:
         self.jobs: dict[str, _JobState] = {}
         self._parsed: dict[tuple[str, int], PSTrainingJob | str] = {}
 
-    def wake(self, namespace: str, name: str | None) -> None:
-        """Something about the job or one of its children changed: reconcile it soon."""
+    def wake(self, namespace: str, name: str | None, seen: str | None = None, uid: str | None = None) -> None:
+        """Something about the job or one of its children (``seen``: ``Kind/name`` with ``uid``)
+        changed: the watch index now holds it; reconcile the job soon."""
         state = self.jobs.get(f"{namespace}/{name}") if name else None
         if state is not None:
+            if seen:
+                state.recent.seen(seen, uid)
             state.wake.set()
 
-    async def run(self, namespace: str, name: str, stopped: Any) -> None:
-        """The job's loop (a Kopf daemon body); returns when Kopf stops the daemon."""
+    async def run(self, namespace: str, name: str, stopped: Any, body: Mapping[str, Any], views: Views) -> None:
+        """The job's loop (a Kopf daemon body); returns when Kopf stops the daemon. ``body`` is the
+        daemon's live view of the job, ``views`` the watch indexes."""
         key = f"{namespace}/{name}"
         state = self.jobs[key] = _JobState(asyncio.Event())
         try:
             while not stopped:
                 state.wake.clear()
-                delay = await self.reconcile_once(namespace, name, state)
+                delay = await self.reconcile_once(namespace, name, state, body, views)
                 if delay is None:
                     return
                 delay = min(delay, self.settings.resync_seconds)
@@ -127,12 +155,13 @@ class Controller:
                 self._parsed[cache_key] = str(exc)
         return self._parsed[cache_key]
 
-    async def reconcile_once(self, namespace: str, name: str, state: _JobState) -> float | None:
+    async def reconcile_once(self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any],
+                             views: Views) -> float | None:
         """One pass; returns seconds until the next one, or None when the job is gone."""
         started = time.monotonic()
         result = "ok"
         try:
-            return await self._reconcile(namespace, name, state)
+            return await self._reconcile(namespace, name, state, live, views)
         except ApiError as exc:
             result = "error"
             log.warning("reconciling %s/%s: %s", namespace, name, exc)
@@ -150,34 +179,39 @@ class Controller:
         s = self.settings
         return min(s.retry_max_seconds, s.retry_base_seconds * 2 ** (state.create_failures - 1))
 
-    async def _reconcile(self, namespace: str, name: str, state: _JobState) -> float | None:
-        body = await self.kube.get("PSTrainingJob", namespace, name)
+    async def _reconcile(self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any],
+                         views: Views) -> float | None:
+        body = state.freshest(live)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
         meta = body["metadata"]
         current = parse_status(body.get("status"))
         job = self._job(body)
         t = now()
+        state.recent.expire()
         if isinstance(job, str):
             plan = invalid_spec(current, meta.get("generation"), job, t)
         else:
-            children = [("Service", names.service_name(name)), ("NetworkPolicy", names.network_policy_name(name)),
-                        ("PersistentVolumeClaim", names.pvc_name(name))]
-            if current.phase in ("Succeeded", "Failed"):
-                children = []
-            exporting = current.phase == "Exporting"
-            pods, export, *found = await asyncio.gather(
-                self.kube.list("Pod", namespace, labels.selector_string(labels.job_selector(name))),
-                self.kube.get("Job", namespace, names.export_job_name(name)) if exporting else _none(),
-                *(self.kube.get(kind, namespace, child) for kind, child in children),
-            )
-            # Someone else's object under a child's name is not ours: creating it reports the clash.
-            existing = {f"{kind}/{child}" for (kind, child), obj in zip(children, found)
-                        if obj is not None and controller_uid(obj) == meta.get("uid")}
-            plan = reconcile(job, current, observe(pods, export, existing), t, self.settings.build, state.hold(t))
+            job_key = (namespace, name)
+            export = None
+            if current.phase == "Exporting":
+                export = state.recent.export_job(views.job_export_jobs(job_key), names.export_job_name(name))
+            existing: set[str] = set()
+            if current.phase not in ("Succeeded", "Failed"):
+                existing = state.recent.existing(views.job_children(job_key), meta.get("uid"))
+            observed = observe(state.recent.pods(views.job_pods(job_key)), export, existing)
+            plan = reconcile(job, current, observed, t, self.settings.build, state.hold(t))
         outcome = await execute(self.kube, body, current, plan)
+        for obj in outcome.created:
+            state.recent.record_create(obj)
+        for uid in outcome.deleted:
+            state.recent.record_delete(uid)
+        if outcome.written is not None:
+            state.written = outcome.written
         if outcome.conflict:
-            return 0.0
+            # The job changed since the body we hold (the watch is behind): read it once, decide again.
+            state.written = await self.kube.get("PSTrainingJob", namespace, name)
+            return 0.0 if state.written is not None else None
         key = f"{namespace}/{name}"
         metrics.set_phase(key, plan.status.phase)
         for pod_name in plan.replaced:
@@ -190,7 +224,8 @@ class Controller:
             changed, event = creation_failed(plan.status, meta.get("generation"), outcome.create_failures, t)
             if changed:
                 try:
-                    await self.kube.patch_status(namespace, name, status_patch(plan.status), outcome.resource_version)
+                    state.written = await self.kube.patch_status(namespace, name, status_patch(plan.status),
+                                                                 outcome.resource_version)
                 except ApiError as exc:
                     if exc.status not in (404, 409):
                         raise

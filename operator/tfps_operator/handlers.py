@@ -2,8 +2,11 @@
 
 * one daemon per PSTrainingJob runs its reconcile loop (:class:`~tfps_operator.controller.Controller`);
 * one more per Running job polls its chief's progress (:class:`~tfps_operator.monitor.ProgressMonitor`);
-* read-only event handlers on the job, its pods and its export Job wake that loop. Event handlers
-  store nothing, so Kopf never writes annotations or finalizers on pods or Jobs.
+* indexes of the operator's children (pods, export Jobs, Services, NetworkPolicies, PVCs), reduced
+  to small observations and keyed by (namespace, job), are what those loops read instead of the API
+  server (:mod:`tfps_operator.kube.watched`); Kopf fills them before any daemon starts;
+* read-only event handlers on the job and its children wake that loop. Indexes and event handlers
+  store nothing on objects, so Kopf never writes annotations or finalizers on children.
 
 Kopf's own bookkeeping on the PSTrainingJob (the finalizer that lets the daemon stop cleanly) uses
 the ``tfps.dev`` prefix. ``memo.settings`` (an :class:`~tfps_operator.settings.OperatorSettings`)
@@ -21,10 +24,15 @@ from .api.models import GROUP, PLURAL, VERSION
 from .build import labels as L
 from .controller import Controller
 from .kube.client import Kube
+from .kube.watched import ChildRef, JobKey, Views, child_ref
 from .monitor import ProgressMonitor
+from .reconcile.observed import BatchJobObs, PodObs, batch_job_obs, pod_obs
 from .settings import FINALIZER, PREFIX
 
 MANAGED = {"app.kubernetes.io/managed-by": L.MANAGED_BY}
+WATCHED_CHILDREN = (("v1", "pods"), ("batch/v1", "jobs"), ("v1", "services"), ("v1", "persistentvolumeclaims"),
+                    ("networking.k8s.io/v1", "networkpolicies"))
+"""Child resources watched (server-side filtered to the operator's own, by label)."""
 
 
 @kopf.on.startup()
@@ -38,8 +46,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: lo
     settings.peering.lifetime = ours.peering_lifetime
     # Filter pods and Jobs on the server: only the operator's own children are ever sent to it.
     selector = ",".join(f"{k}={v}" for k, v in MANAGED.items())
-    settings.watching.label_selectors["v1", "pods"] = selector
-    settings.watching.label_selectors["batch/v1", "jobs"] = selector
+    for resource in WATCHED_CHILDREN:
+        settings.watching.label_selectors[resource] = selector
     memo.controller = Controller(await Kube.connect(ours.kubeconfig), ours)
     memo.monitor = ProgressMonitor(memo.controller.kube, ours)
     logger.info("tfps operator ready (namespaces: %s)", ", ".join(ours.namespaces) or "all")
@@ -64,31 +72,83 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
         await memo.controller.kube.close()
 
 
+# --- indexes: what the loops read instead of the API server ----------------------------------------
+
+def _key(namespace: str | None, labels: dict[str, str]) -> JobKey | None:
+    job = labels.get(L.JOB_NAME)
+    return (namespace, job) if namespace and job else None
+
+
+@kopf.index("", "v1", "pods", labels=MANAGED)
+def pods_by_job(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, PodObs] | None:
+    key = _key(namespace, labels)
+    return {key: pod_obs(body)} if key else None
+
+
+@kopf.index("batch", "v1", "jobs", labels=MANAGED)
+def export_jobs_by_job(namespace: str, labels: dict[str, str], body: kopf.Body,
+                       **_: Any) -> dict[JobKey, BatchJobObs] | None:
+    key = _key(namespace, labels)
+    return {key: batch_job_obs(body)} if key else None
+
+
+@kopf.index("", "v1", "services", labels=MANAGED)
+def services_by_job(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, ChildRef] | None:
+    key = _key(namespace, labels)
+    return {key: child_ref("Service", body)} if key else None
+
+
+@kopf.index("networking.k8s.io", "v1", "networkpolicies", labels=MANAGED)
+def network_policies_by_job(namespace: str, labels: dict[str, str], body: kopf.Body,
+                            **_: Any) -> dict[JobKey, ChildRef] | None:
+    key = _key(namespace, labels)
+    return {key: child_ref("NetworkPolicy", body)} if key else None
+
+
+@kopf.index("", "v1", "persistentvolumeclaims", labels=MANAGED)
+def claims_by_job(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, ChildRef] | None:
+    key = _key(namespace, labels)
+    return {key: child_ref("PersistentVolumeClaim", body)} if key else None
+
+
+def _views(kw: dict[str, Any]) -> Views:
+    return Views(pods=kw["pods_by_job"], export_jobs=kw["export_jobs_by_job"],
+                 children=(kw["services_by_job"], kw["network_policies_by_job"], kw["claims_by_job"]))
+
+
+# --- the loops ------------------------------------------------------------------------------------
+
 @kopf.daemon(GROUP, VERSION, PLURAL, id="reconcile", cancellation_backoff=2, cancellation_timeout=10)
-async def job_loop(name: str, namespace: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
-    await memo.controller.run(namespace, name, stopped)
+async def job_loop(name: str, namespace: str, stopped: Any, memo: kopf.Memo, body: kopf.Body, **kw: Any) -> None:
+    await memo.controller.run(namespace, name, stopped, body, _views(kw))
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, id="progress", field="status.phase", value="Running",
              cancellation_backoff=1, cancellation_timeout=5)
-async def progress_loop(name: str, namespace: str, stopped: Any, memo: kopf.Memo, **_: Any) -> None:
+async def progress_loop(name: str, namespace: str, stopped: Any, memo: kopf.Memo, body: kopf.Body, **kw: Any) -> None:
     """Pulls the chief's progress into status.checkpoint/progress while the job is Running (monitor.py)."""
-    await memo.monitor.run(namespace, name, stopped)
+    await memo.monitor.run(namespace, name, stopped, body, _views(kw))
 
+
+# --- wake-ups -------------------------------------------------------------------------------------
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def job_event(name: str, namespace: str, memo: kopf.Memo, **_: Any) -> None:
     memo.controller.wake(namespace, name)
 
 
-@kopf.on.event("", "v1", "pods", labels=MANAGED)
-async def pod_event(labels: dict[str, str], namespace: str, memo: kopf.Memo, **_: Any) -> None:
-    memo.controller.wake(namespace, labels.get(L.JOB_NAME))
+def _child_event(kind: str) -> Any:
+    async def wake(name: str, uid: str, labels: dict[str, str], namespace: str, memo: kopf.Memo, **_: Any) -> None:
+        memo.controller.wake(namespace, labels.get(L.JOB_NAME), f"{kind}/{name}", uid)
+    return wake
 
 
-@kopf.on.event("batch", "v1", "jobs", labels=MANAGED)
-async def export_job_event(labels: dict[str, str], namespace: str, memo: kopf.Memo, **_: Any) -> None:
-    memo.controller.wake(namespace, labels.get(L.JOB_NAME))
+kopf.on.event("", "v1", "pods", labels=MANAGED, id="pod_event")(_child_event("Pod"))
+kopf.on.event("batch", "v1", "jobs", labels=MANAGED, id="export_job_event")(_child_event("Job"))
+kopf.on.event("", "v1", "services", labels=MANAGED, id="service_event")(_child_event("Service"))
+kopf.on.event("networking.k8s.io", "v1", "networkpolicies", labels=MANAGED,
+              id="network_policy_event")(_child_event("NetworkPolicy"))
+kopf.on.event("", "v1", "persistentvolumeclaims", labels=MANAGED, id="claim_event")(_child_event("PersistentVolumeClaim"))
 
 
 @kopf.on.probe(id="jobs")

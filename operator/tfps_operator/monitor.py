@@ -1,7 +1,8 @@
 """The progress monitor: pull a Running job's chief progress into ``status.checkpoint`` and ``status.progress``.
 
 Trainer pods hold no API credentials, so the operator pulls: every ``monitor_seconds`` it GETs
-``http://<chief pod IP>:<progress port>/status`` (the chief's :mod:`tfps_trainer.progress` endpoint,
+``http://<chief pod IP>:<progress port>/status`` (the IP from the operator's pod index, the job from
+the daemon's live body: the API server is only written to) (the chief's :mod:`tfps_trainer.progress` endpoint,
 admitted from the operator's pods by the job's NetworkPolicy) with a short timeout, and merge-patches
 the two fields it owns through the status subresource, only when they changed. The reconciler never
 writes them (``kube.executor.OWNED_STATUS_FIELDS``); it reads ``status.checkpoint`` for the stall rule
@@ -18,6 +19,7 @@ import asyncio
 import json
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -29,6 +31,8 @@ from . import metrics
 from .api.models import CheckpointStatus, PSTrainingJobStatus, TrainingProgress
 from .build import names
 from .kube.client import ApiError, Kube
+from .kube.watched import Views
+from .reconcile.observed import PodObs
 from .settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -145,12 +149,11 @@ def owned_status(raw: dict[str, Any] | None) -> PSTrainingJobStatus:
 
 # --- I/O ------------------------------------------------------------------------------------------
 
-def chief_address(pod: dict[str, Any] | None) -> str | None:
+def chief_address(pod: PodObs | None) -> str | None:
     """The chief pod's IP while it runs (None while pending, finished or going away)."""
-    if not pod or (pod.get("metadata") or {}).get("deletionTimestamp"):
+    if pod is None or pod.deleting or pod.phase != "Running":
         return None
-    st = pod.get("status") or {}
-    return st.get("podIP") if st.get("phase") == "Running" and st.get("podIP") else None
+    return pod.ip or None
 
 
 class ProgressMonitor:
@@ -175,11 +178,12 @@ class ProgressMonitor:
         if self._session is not None:
             await self._session.close()
 
-    async def run(self, namespace: str, name: str, stopped: Any) -> None:
-        """Poll until Kopf stops the daemon (the job left Running, was deleted, or the operator stops)."""
+    async def run(self, namespace: str, name: str, stopped: Any, body: Mapping[str, Any], views: Views) -> None:
+        """Poll until Kopf stops the daemon (the job left Running, was deleted, or the operator stops).
+        ``body`` is the daemon's live view of the job, ``views`` the watch indexes."""
         key = f"{namespace}/{name}"
         self.polling.add(key)
-        poller = _Poller(self, namespace, name)
+        poller = _Poller(self, namespace, name, body, views)
         try:
             while not stopped:
                 await poller.poll_once()
@@ -195,11 +199,12 @@ class ProgressMonitor:
 
 
 class _Poller:
-    def __init__(self, monitor: ProgressMonitor, namespace: str, name: str):
+    def __init__(self, monitor: ProgressMonitor, namespace: str, name: str, body: Mapping[str, Any], views: Views):
         self.m, self.namespace, self.name = monitor, namespace, name
+        self.body, self.views = body, views
         self.address: str | None = None
         self.current: PSTrainingJobStatus | None = None
-        """The monitor's fields as last read or written (None: read the job first)."""
+        """The monitor's fields as last written (None: take them from the live body)."""
 
     async def poll_once(self) -> str:
         """One poll; returns the result label it counted (ok, unchanged, no_chief, unreachable, invalid, error)."""
@@ -217,13 +222,10 @@ class _Poller:
 
     async def _poll(self) -> str:
         if self.current is None:
-            job = await self.m.kube.get("PSTrainingJob", self.namespace, self.name)
-            if job is None:
-                return "no_chief"
-            self.current = owned_status(job.get("status"))
+            self.current = owned_status(self.body.get("status"))
         if self.address is None:
-            pod = await self.m.kube.get("Pod", self.namespace, names.pod_name(self.name, "chief", 0))
-            self.address = chief_address(pod)
+            self.address = chief_address(self.views.chief((self.namespace, self.name),
+                                                          names.pod_name(self.name, "chief", 0)))
             if self.address is None:
                 return "no_chief"
         try:

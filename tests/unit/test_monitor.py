@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 import pytest
 
 from tfps_operator.api.models import CheckpointStatus, PSTrainingJobStatus, TrainingProgress
+from tfps_operator.reconcile.observed import pod_obs
 from tfps_operator.monitor import ProgressMonitor, Report, chief_address, owned_status, parse_report, status_changes
 from tfps_operator.settings import BuildConfig, OperatorSettings
 from tfps_trainer.progress import CheckpointInfo, Progress, ProgressServer
@@ -117,12 +118,13 @@ def test_an_unreadable_stored_field_counts_as_absent():
 # --- the chief's address --------------------------------------------------------------------------
 
 def test_chief_address_only_for_a_running_pod_with_an_ip():
-    running = {"metadata": {}, "status": {"phase": "Running", "podIP": "127.1.0.7"}}
-    assert chief_address(running) == "127.1.0.7"
+    running = {"metadata": {"name": "j-chief-0"}, "status": {"phase": "Running", "podIP": "127.1.0.7"}}
+    assert chief_address(pod_obs(running)) == "127.1.0.7"
     assert chief_address(None) is None
-    assert chief_address({"status": {"phase": "Pending", "podIP": "127.1.0.7"}}) is None
-    assert chief_address({"status": {"phase": "Running"}}) is None
-    assert chief_address({**running, "metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}) is None
+    assert chief_address(pod_obs({"status": {"phase": "Pending", "podIP": "127.1.0.7"}})) is None
+    assert chief_address(pod_obs({"status": {"phase": "Running"}})) is None
+    going = {**running, "metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    assert chief_address(pod_obs(going)) is None
 
 
 # --- fetching from the trainer's real server ------------------------------------------------------

@@ -8,7 +8,7 @@ from _operator_helpers import (CFG, T0, UID, all_pods, batch_job, export_pod, la
                                status)
 from tfps_operator.reconcile import conditions as C
 from tfps_operator.reconcile.machine import creation_failed, invalid_spec, reconcile
-from tfps_operator.reconcile.plan import Create, Delete, DeleteOwner
+from tfps_operator.reconcile.plan import Create, Delete, DeleteOwner, DeletePods
 
 
 def created_names(plan):
@@ -274,6 +274,23 @@ def test_clean_pod_policy_none_keeps_pods_and_all_deletes_the_chief_too():
         job = make_job(ps=1, workers=1, export={"enabled": False}, runPolicy={"cleanPodPolicy": policy})
         plan = reconcile(job, status(**RUNNING), observed(job, all_pods(job, chief_0="Succeeded")), later(1), CFG)
         assert deleted_names(plan) == expected
+
+
+def test_a_finished_jobs_pods_go_in_one_delete_collection_selected_like_the_policy():
+    job = make_job(ps=2, workers=3, export={"enabled": False})
+    pods = all_pods(job, chief_0="Succeeded", worker_2="Failed")
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(1), CFG)
+    (batch,) = [a for a in plan.actions if isinstance(a, DeletePods)]
+    assert batch.label_selector == ("app.kubernetes.io/managed-by=tfps-operator,tfps.dev/job-name=mnist,"
+                                    "app.kubernetes.io/component!=export")
+    assert batch.field_selector == "status.phase!=Succeeded,status.phase!=Failed"
+    assert sorted(d.name for d in batch.pods) == ["mnist-ps-0", "mnist-ps-1", "mnist-worker-0", "mnist-worker-1"]
+    assert not [a for a in plan.actions if isinstance(a, Delete)]  # nothing deleted twice
+    # the pass after: the pods are going; nothing more to delete, and they no longer count
+    going = [{**p, "metadata": {**p["metadata"], "deletionTimestamp": "2026-01-01T12:00:01Z"}}
+             if p["metadata"]["name"] in {d.name for d in batch.pods} else p for p in pods]
+    again = reconcile(job, plan.status, observed(job, going), later(2), CFG)
+    assert again.deletes() == [] and again.status.replica_statuses["ps"].active == 0
 
 
 def test_chief_succeeded_with_export_creates_the_export_job_and_is_exporting():

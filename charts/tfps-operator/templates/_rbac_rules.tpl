@@ -17,18 +17,20 @@ mode) and by each Role (namespaced mode). Keep docs/install.md's RBAC table in s
 - apiGroups: [tfps.dev]
   resources: [pstrainingjobs/finalizers]
   verbs: [update]
-# Trainer pods: watched, listed by job label, created (or adopted: get on 409), deleted on restart.
+# Trainer pods: watched (server-side label selector), created (or adopted: get on 409), deleted on
+# restart; a finished job's pods go in one delete-collection by label (cleanPodPolicy).
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, create, delete]
-# The job's headless Service, isolating NetworkPolicy and PVC: created (or adopted), read back;
-# they go with the job by garbage collection, never deleted by the operator.
+  verbs: [get, list, watch, create, delete, deletecollection]
+# The job's headless Service, isolating NetworkPolicy and PVC: watched (the reconcile loop reads
+# its index, never the API), created (or adopted: get on 409); they go with the job by garbage
+# collection, never deleted by the operator.
 - apiGroups: [""]
   resources: [services, persistentvolumeclaims]
-  verbs: [get, create]
+  verbs: [get, list, watch, create]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
-  verbs: [get, create]
+  verbs: [get, list, watch, create]
 # The export Job: watched, created (or adopted), read, deleted when a retrain supersedes it.
 - apiGroups: [batch]
   resources: [jobs]

@@ -38,8 +38,10 @@ must not import the builders."""
 JOB_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 """DNS-1035 label: the job name is also the name of its headless Service."""
 
-QUANTITY_PATTERN = r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-"""Kubernetes resource.Quantity syntax (the API server's documented regex), without negative values."""
+QUANTITY_PATTERN = r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?[0-9]{1,3}))?$"
+"""Kubernetes resource.Quantity syntax (the API server's documented regex), without negative values,
+and with an integer exponent of at most 3 digits: ``resource.ParseQuantity`` refuses ``1e1.5`` although
+the documented regex allows it, and exact comparisons (:mod:`.quantity`) need a bounded exponent."""
 
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 """A container environment variable name, as the API server validates it."""
@@ -47,10 +49,14 @@ ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 ExportFormat = Literal["savedmodel", "tflite", "onnx"]
 
 
-def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
+def cel(rule: str, message: str, field_path: str | None = None, message_expression: str | None = None) -> dict[str, str]:
     """One ``x-kubernetes-validations`` entry. ``field_path`` (relative, e.g. ``.chief.replicas``)
-    is where the API server (and ``tfps validate``) report a violation."""
+    is where the API server (and ``tfps validate``) report a violation. ``message_expression`` (CEL,
+    evaluated only when the rule fails) builds a more precise message; ``message`` is the fallback
+    when it fails."""
     out = {"rule": rule, "message": message}
+    if message_expression:
+        out["messageExpression"] = message_expression
     if field_path:
         out["fieldPath"] = field_path
     return out
@@ -98,9 +104,80 @@ Quantity = Annotated[
 """A Kubernetes resource quantity: int or string on the wire (as in a Pod), never a float."""
 
 
+# Resource names and quantities as the API server's Pod validation judges them
+# (k8s.io/kubernetes pkg/apis/core/validation ValidateResourceRequirements), for the rules below;
+# ``k`` is a key of limits/requests.
+_EXTENDED = "(k.contains('/') && !k.contains('kubernetes.io/'))"
+"""An extended resource (``nvidia.com/gpu``): a domain-prefixed name outside ``kubernetes.io/``."""
+_NOT_OVERCOMMITTABLE = f"({_EXTENDED} || k.startsWith('hugepages-'))"
+"""Requests of these must equal their limits, and a request needs a limit (``IsOvercommitAllowed``)."""
+_CONTAINER_RESOURCE = "(k.contains('/') || k in ['cpu', 'memory', 'ephemeral-storage'] || k.startsWith('hugepages-'))"
+"""A name without a domain must be a standard container resource."""
+
+
+def _q(field: str) -> str:
+    """The CEL quantity of ``self.<field>[k]`` (an int or a string on the wire)."""
+    return f"quantity(string(self.{field}[k]))"
+
+
+_CMP = f"{_q('requests')}.compareTo({_q('limits')})"
+"""Request vs limit of resource ``k``: -1, 0 or 1, exactly ("1" == "1000m", "1Gi" == "1024Mi")."""
+
+
+def _first(field: str, bad: str, text: str) -> str:
+    """A messageExpression naming the first resource ``k`` of ``self.<field>`` for which ``bad`` holds."""
+    return f"self.{field}.filter(k, {bad}).map(k, {text})[0]"
+
+
+def _resource_rules() -> list[dict[str, str]]:
+    names = "use cpu, memory, ephemeral-storage, hugepages-<size> or a domain-prefixed resource such as nvidia.com/gpu"
+    rules = [
+        cel(f"!has(self.{f}) || self.{f}.all(k, {_CONTAINER_RESOURCE})",
+            f"not a container resource name: {names}", f".{f}",
+            _first(f, f"!{_CONTAINER_RESOURCE}", f"k + ': not a container resource name: {names}'"))
+        for f in ("limits", "requests")
+    ]
+    missing = f"{_NOT_OVERCOMMITTABLE} && !(has(self.limits) && k in self.limits)"
+    rules.append(cel(
+        f"!has(self.requests) || self.requests.all(k, !({missing}))",
+        "an extended resource (e.g. nvidia.com/gpu) or hugepages in requests needs a limit: set limits "
+        "(requests default to limits)", ".limits",
+        _first("requests", missing, "k + ' is requested without a limit: set limits.' + k + "
+               "' (requests default to limits; ' + k + ' cannot be overcommitted)'")))
+    both = "has(self.requests) && has(self.limits)"
+    unequal = f"{_NOT_OVERCOMMITTABLE} && k in self.limits && {_CMP} != 0"
+    rules.append(cel(
+        f"!({both}) || self.requests.all(k, !({unequal}))",
+        "requests of an extended resource (e.g. nvidia.com/gpu) or hugepages must equal its limits", ".requests",
+        _first("requests", unequal, "k + ': the request (' + string(self.requests[k]) + ') must equal the limit ('"
+               " + string(self.limits[k]) + '): ' + k + ' cannot be overcommitted'")))
+    above = f"!{_NOT_OVERCOMMITTABLE} && k in self.limits && {_CMP} > 0"
+    rules.append(cel(
+        f"!({both}) || self.requests.all(k, !({above}))",
+        "requests must not exceed limits", ".requests",
+        _first("requests", above, "k + ': the request (' + string(self.requests[k]) + ') must not exceed the limit ('"
+               " + string(self.limits[k]) + ')'")))
+    fractional = f"{_EXTENDED} && !{_q('limits')}.isInteger()"
+    rules.append(cel(
+        f"!has(self.limits) || self.limits.all(k, !({fractional}))",
+        "an extended resource (e.g. nvidia.com/gpu) must be a whole number", ".limits",
+        _first("limits", fractional, "k + ': an extended resource must be a whole number such as 1, 2 or 1k (not ' "
+               "+ string(self.limits[k]) + ')'")))
+    return rules
+
+
 class ResourceRequirements(_Model):
     """Compute resources of a container, as in a Pod's ``resources``. Quantities are integers or
-    strings: write ``cpu: "0.5"`` or ``cpu: 500m``, not ``cpu: 0.5``."""
+    strings: write ``cpu: "0.5"`` or ``cpu: 500m``, not ``cpu: 0.5``.
+
+    The API server refuses the pods of resources that Kubernetes would not admit, so this API refuses
+    them too: names must be container resources (cpu, memory, ephemeral-storage, hugepages-<size> or
+    domain-prefixed); requests must not exceed limits; an extended resource such as nvidia.com/gpu (and
+    hugepages) needs a limit, its request (which defaults to the limit) must equal it, and it is a
+    whole number written without a fraction or milli suffix ("1000m" and "1.0" are refused although
+    they equal 1)."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(*_resource_rules()))
 
     limits: dict[str, Quantity] | None = Field(default=None, description="Maximum resources, e.g. {cpu: '2', memory: 4Gi}.")
     requests: dict[str, Quantity] | None = Field(default=None, description="Guaranteed resources, e.g. {cpu: 500m, memory: 1Gi}.")

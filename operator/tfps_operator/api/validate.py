@@ -19,7 +19,7 @@ import functools
 import json
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Iterator
@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from .crd import openapi_schema
 from .models import KIND, PSTrainingJob
+from .quantity import CEL_FUNCTIONS
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class FieldError:
     path: str
     """Wire path, e.g. ``spec.replicas.ps.replicas`` or ``spec.replicas.worker.template.spec.env[0].name``."""
     message: str
+    rule: str | None = field(default=None, compare=False, repr=False)
+    """The CEL rule that failed (None for a field error)."""
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
@@ -162,7 +165,22 @@ _ENV = celpy.Environment()
 
 @functools.lru_cache(maxsize=None)
 def _program(rule: str) -> Any:
-    return _ENV.program(_ENV.compile(rule))
+    """A celpy program of a rule, with the Kubernetes quantity library the API server has."""
+    return _ENV.program(_ENV.compile(rule), functions=CEL_FUNCTIONS)
+
+
+def _message(rule: dict[str, str], activation: dict[str, Any]) -> str:
+    """The rule's messageExpression, evaluated as the API server does (its ``message`` when the
+    expression fails or gives an empty or non-string result), else its message."""
+    expr = rule.get("messageExpression")
+    if expr:
+        try:
+            text = _program(expr).evaluate(activation)
+        except celpy.CELEvalError:
+            text = None
+        if isinstance(text, str) and text.strip():
+            return str(text)
+    return rule.get("message", "")
 
 
 def _is_transition(rule: str) -> bool:
@@ -180,10 +198,10 @@ def _cel_errors(schema: dict[str, Any], value: Any, old: Any, path: str) -> Iter
         try:
             ok = bool(_program(rule["rule"]).evaluate(activation))
         except celpy.CELEvalError as e:  # the API server reports evaluation errors as failures too
-            yield FieldError(where, f"{rule['message']} (rule error: {e.args[0] if e.args else e})")
+            yield FieldError(where, f"{rule['message']} (rule error: {e.args[0] if e.args else e})", rule["rule"])
             continue
         if not ok:
-            yield FieldError(where, rule["message"])
+            yield FieldError(where, _message(rule, activation), rule["rule"])
     if isinstance(value, dict):
         props = schema.get("properties")
         extra = schema.get("additionalProperties")

@@ -146,6 +146,17 @@ class Kube:
                 return False
             raise
 
+    async def delete_collection(self, kind: str, namespace: str, label_selector: str,
+                                field_selector: str | None = None) -> list[str]:
+        """Delete every ``kind`` matching the selectors in one request (background propagation);
+        returns the uids the server deleted."""
+        query: list[tuple[str, Any]] = [("labelSelector", label_selector)]
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        out = await self.request("DELETE", _path(kind, namespace), what=f"{kind} collection", query=query, body=body)
+        return [uid for item in (out or {}).get("items") or [] if (uid := (item.get("metadata") or {}).get("uid"))]
+
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None) -> dict[str, Any]:
         """Merge-patch ``status`` through the status subresource. With ``resource_version`` the write
         fails (409) if the job changed since it was read."""

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..api.models import PSTrainingJobStatus
-from ..reconcile.plan import Create, Delete, DeleteOwner, Event, Plan
+from ..reconcile.plan import Create, Delete, DeleteOwner, DeletePods, Event, Plan
 from .client import ApiError, ChildConflict, Kube
 
 log = logging.getLogger(__name__)
@@ -41,9 +42,15 @@ class Outcome:
     """The job changed under us (status write refused by resourceVersion): reconcile again now."""
     create_failures: dict[str, str] = field(default_factory=dict)
     resource_version: str | None = None
+    written: dict[str, Any] | None = None
+    """The job as our status write returned it (newer than the body we read, until the watch echoes it)."""
+    created: list[dict[str, Any]] = field(default_factory=list)
+    """Children as their create (or adoption) returned them."""
+    deleted: list[str] = field(default_factory=list)
+    """uids of the children deleted now."""
 
 
-async def execute(kube: Kube, body: dict[str, Any], current: PSTrainingJobStatus, plan: Plan) -> Outcome:
+async def execute(kube: Kube, body: Mapping[str, Any], current: PSTrainingJobStatus, plan: Plan) -> Outcome:
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
     out = Outcome(resource_version=meta.get("resourceVersion"))
@@ -57,16 +64,22 @@ async def execute(kube: Kube, body: dict[str, Any], current: PSTrainingJobStatus
                 return out
             raise
         out.status_written = True
+        out.written = updated
         out.resource_version = updated["metadata"].get("resourceVersion")
     # Children are independent of each other: create and delete them concurrently (bounded), the
     # job itself (TTL) last.
     limit = asyncio.Semaphore(CONCURRENCY)
 
-    async def one(action: Create | Delete) -> None:
+    async def one(action: Create | Delete | DeletePods) -> None:
         async with limit:
-            if isinstance(action, Create):
+            if isinstance(action, DeletePods):
+                uids = await kube.delete_collection("Pod", ns, action.label_selector, action.field_selector)
+                out.deleted.extend(uids)
+                log.info("deleted %d pods of %s in %s", len(uids), name, ns)
+            elif isinstance(action, Create):
                 try:
-                    _, created = await kube.create_or_adopt(action.manifest)
+                    obj, created = await kube.create_or_adopt(action.manifest)
+                    out.created.append(obj)
                     if created:
                         log.info("created %s in %s", action.key, ns)
                 except ApiError as exc:
@@ -75,9 +88,11 @@ async def execute(kube: Kube, body: dict[str, Any], current: PSTrainingJobStatus
                 except ChildConflict as exc:
                     out.create_failures[action.key] = str(exc)
             elif await kube.delete(action.kind, ns, action.name, action.uid):
+                if action.uid:
+                    out.deleted.append(action.uid)
                 log.info("deleted %s in %s", action.key, ns)
 
-    await asyncio.gather(*(one(a) for a in plan.actions if isinstance(a, (Create, Delete))))
+    await asyncio.gather(*(one(a) for a in plan.actions if isinstance(a, (Create, Delete, DeletePods))))
     for action in plan.actions:
         if isinstance(action, DeleteOwner) and await kube.delete("PSTrainingJob", ns, name, action.uid):
             log.info("deleted PSTrainingJob %s/%s (ttlSecondsAfterFinished)", ns, name)
@@ -85,5 +100,5 @@ async def execute(kube: Kube, body: dict[str, Any], current: PSTrainingJobStatus
     return out
 
 
-async def post_events(kube: Kube, body: dict[str, Any], events: list[Event]) -> None:
+async def post_events(kube: Kube, body: Mapping[str, Any], events: list[Event]) -> None:
     await asyncio.gather(*(kube.event(body, ev.type, ev.reason, ev.message) for ev in events))

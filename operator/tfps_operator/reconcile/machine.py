@@ -27,7 +27,7 @@ from tfps_trainer.summary import parse_success
 
 from ..api.models import (Artifact, CheckpointStatus, ExportStatus, PSTrainingJob, PSTrainingJobStatus,
                           ReplicaStatus)
-from ..build import names
+from ..build import labels, names
 from ..build.export_job import export_job
 from ..build.jobsettings import replica_counts
 from ..build.netpol import network_policy
@@ -39,7 +39,7 @@ from . import conditions as C
 from . import stall
 from .failure_policy import Decision, on_failure
 from .observed import Observed, PodObs
-from .plan import Create, Delete, DeleteOwner, Event, Plan
+from .plan import Create, Delete, DeleteOwner, DeletePods, Event, Plan
 
 TERMINAL = ("Succeeded", "Failed")
 TRAINING = (None, "Pending", "Running", "Restarting", "Suspended")
@@ -288,7 +288,7 @@ def _replica_statuses(x: _Ctx) -> None:
     """Counts of the current run's pods as they will be after this plan: pods being deleted (now or
     by this plan) no longer count, so a finished job shows what is really left."""
     counts = replica_counts(x.job)
-    going = {a.name for a in x.plan.actions if isinstance(a, Delete) and a.kind == "Pod"}
+    going = {a.name for a in x.plan.deletes() if a.kind == "Pod"}
     pods = [p for p in x.obs.pods if p.restart == x.st.restarts and p.name not in going and not p.deleting]
     out: dict[str, ReplicaStatus] = {}
     for role, n in counts.items():
@@ -334,18 +334,20 @@ def _final_checkpoint(x: _Ctx, chief: PodObs) -> None:
 
 
 def _training_done(x: _Ctx, export_manifest: dict[str, Any] | None) -> None:
+    """One Event for the transition (an Event is an API write: one per job transition, not per step)."""
     st = x.st
-    x.event("Normal", "TrainingSucceeded", "the chief finished training")
     x.clear(C.RUNNING, "TrainingSucceeded", "the chief finished training")
     x.clear(C.RESTARTING, "TrainingSucceeded", "")
     if export_manifest is not None:
         st.phase = "Exporting"
         st.export = ExportStatus(job_name=export_manifest["metadata"]["name"])
         x.cond(C.EXPORTING, "True", "ExportStarted", f"export Job {export_manifest['metadata']['name']} created")
-        x.event("Normal", "ExportStarted", f"exporting the final checkpoint with Job {export_manifest['metadata']['name']}")
+        x.event("Normal", "TrainingSucceeded",
+                f"the chief finished training; exporting the final checkpoint with Job {export_manifest['metadata']['name']}")
         _exporting(x, export_manifest)
     else:
-        _succeed(x, "TrainingSucceeded", "training finished; export is disabled")
+        x.event("Normal", "TrainingSucceeded", "the chief finished training; export is disabled")
+        _succeed(x, "TrainingSucceeded", "training finished; export is disabled", event=False)
 
 
 def _exporting(x: _Ctx, manifest: dict[str, Any] | None) -> None:
@@ -441,22 +443,36 @@ def _deadline_passed(x: _Ctx) -> bool:
 
 # --- endings --------------------------------------------------------------------------------------
 
+_UNFINISHED = ("Pending", "Running", "Unknown")
+
+
 def _cleanup(x: _Ctx) -> None:
-    """Delete trainer pods per ``runPolicy.cleanPodPolicy`` once training is over (idempotent)."""
+    """Delete trainer pods per ``runPolicy.cleanPodPolicy`` once training is over (idempotent).
+    Several go in one delete-collection request (selected exactly as here: the job's trainer pods,
+    and for ``Running`` only the unfinished phases)."""
     policy = x.job.spec.run_policy.clean_pod_policy
-    for pod in x.obs.pods:
-        if policy == "All" or (policy == "Running" and pod.phase in ("Pending", "Running", "Unknown")):
+    if policy == "None":
+        return
+    going = [p for p in x.obs.pods if not p.deleting and (policy == "All" or p.phase in _UNFINISHED)]
+    if len(going) < 2:
+        for pod in going:
             x.delete_pod(pod)
+        return
+    name = x.job.metadata.name
+    selector = f"{labels.selector_string(labels.job_selector(name))},{labels.COMPONENT}!={labels.EXPORT_COMPONENT}"
+    phases = None if policy == "All" else ",".join(f"status.phase!={p}" for p in ("Succeeded", "Failed"))
+    x.plan.actions.append(DeletePods(selector, phases, tuple(Delete("Pod", p.name, p.uid) for p in going)))
 
 
-def _succeed(x: _Ctx, reason: str, message: str) -> None:
+def _succeed(x: _Ctx, reason: str, message: str, event: bool = True) -> None:
     st = x.st
     st.phase = "Succeeded"
     st.completion_time = x.now
     x.cond(C.SUCCEEDED, "True", reason, message)
     x.clear(C.EXPORTING, reason, "")
     x.clear(stall.STALLED, reason, "")
-    x.event("Normal", "Succeeded", message)
+    if event:
+        x.event("Normal", "Succeeded", message)
     _cleanup(x)
     _ttl(x)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from ..build import labels
@@ -31,6 +32,10 @@ class PodObs:
     message: str = ""
     """The container's termination message (or the pod's status message)."""
     finished_at: datetime | None = None
+    component: str | None = None
+    """The ``tfps.dev/component`` label: a trainer role, or the export Job's pods."""
+    ip: str = ""
+    """``status.podIP`` (the progress monitor dials the chief there)."""
 
     @property
     def active(self) -> bool:
@@ -71,7 +76,7 @@ def _int(raw: str | None) -> int | None:
         return None
 
 
-def pod_obs(pod: dict[str, Any]) -> PodObs:
+def pod_obs(pod: Mapping[str, Any]) -> PodObs:
     meta, status = pod.get("metadata", {}), pod.get("status") or {}
     lbl = meta.get("labels") or {}
     conds = {c.get("type"): c for c in status.get("conditions") or []}
@@ -99,10 +104,12 @@ def pod_obs(pod: dict[str, Any]) -> PodObs:
         exit_code=exit_code,
         message=message.strip(),
         finished_at=finished,
+        component=lbl.get(labels.COMPONENT),
+        ip=status.get("podIP") or "",
     )
 
 
-def batch_job_obs(job: dict[str, Any]) -> BatchJobObs:
+def batch_job_obs(job: Mapping[str, Any]) -> BatchJobObs:
     meta, status = job.get("metadata", {}), job.get("status") or {}
     conds = {c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"}
     failed = conds.get("Failed") or {}
@@ -116,15 +123,21 @@ def batch_job_obs(job: dict[str, Any]) -> BatchJobObs:
     )
 
 
-def observe(pods: list[dict[str, Any]], export_job: dict[str, Any] | None, existing: set[str]) -> Observed:
-    """Split the job's pods (selected by ``tfps.dev/job-name``) into trainer and export pods."""
+def observe(pods: Iterable[Mapping[str, Any] | PodObs], export_job: Mapping[str, Any] | BatchJobObs | None,
+            existing: Iterable[str]) -> Observed:
+    """Split the job's pods (selected by ``tfps.dev/job-name``) into trainer and export pods.
+
+    Takes raw API objects or their already reduced observations (what the operator's watch indexes hold).
+    """
     trainer, export = [], []
     for raw in pods:
-        comp = ((raw.get("metadata") or {}).get("labels") or {}).get(labels.COMPONENT)
-        (export if comp == labels.EXPORT_COMPONENT else trainer).append(pod_obs(raw))
+        obs = raw if isinstance(raw, PodObs) else pod_obs(raw)
+        (export if obs.component == labels.EXPORT_COMPONENT else trainer).append(obs)
+    if export_job is not None and not isinstance(export_job, BatchJobObs):
+        export_job = batch_job_obs(export_job)
     return Observed(
         pods=tuple(trainer),
         export_pods=tuple(export),
-        export_job=batch_job_obs(export_job) if export_job else None,
+        export_job=export_job,
         existing=frozenset(existing),
     )

@@ -36,13 +36,24 @@ class Delete:
 
 
 @dataclass(frozen=True)
+class DeletePods:
+    """Delete several of the job's pods in one request (a delete-collection by label and field
+    selector) where no same-name replacement can appear: the job has finished. ``pods`` are the
+    single deletes it stands for, as observed; the selectors match exactly those pods."""
+
+    label_selector: str
+    field_selector: str | None
+    pods: tuple[Delete, ...]
+
+
+@dataclass(frozen=True)
 class DeleteOwner:
     """Delete the PSTrainingJob itself (ttlSecondsAfterFinished); children go by garbage collection."""
 
     uid: str | None
 
 
-Action = Create | Delete | DeleteOwner
+Action = Create | Delete | DeletePods | DeleteOwner
 
 
 @dataclass(frozen=True)
@@ -69,7 +80,14 @@ class Plan:
         return [a for a in self.actions if isinstance(a, Create)]
 
     def deletes(self) -> list[Delete]:
-        return [a for a in self.actions if isinstance(a, Delete)]
+        """Every single delete, including those a :class:`DeletePods` stands for."""
+        out: list[Delete] = []
+        for a in self.actions:
+            if isinstance(a, Delete):
+                out.append(a)
+            elif isinstance(a, DeletePods):
+                out.extend(a.pods)
+        return out
 
     def requeue(self, seconds: float) -> None:
         seconds = max(0.0, seconds)

@@ -1,0 +1,132 @@
+"""What the operator knows of a job's children without asking the API server.
+
+The reconcile loop reads nothing per pass: Kopf's watch streams keep indexes of the operator's own
+children (pods, export Jobs, Services, NetworkPolicies, PVCs, selected on the server by the
+``managed-by`` label, reduced to small observations; see ``handlers.py``). Kopf fills every index
+from its initial listing before any daemon starts, so a restarted operator sees every child before
+its first decision.
+
+A watch echoes the operator's own writes a moment later. Until it does, :class:`RecentWrites` holds
+them: an object just created counts as existing, an object just deleted counts as going. Without
+that, a pass right after a create would create again (a 409 and a GET) and a pass right after a delete
+would delete again. An entry ends when the watch reports the object (any event about it: from then
+on the index is the truth) or after :data:`RECENT_TTL_SECONDS`, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..reconcile.observed import BatchJobObs, PodObs, batch_job_obs, pod_obs
+from .client import controller_uid
+
+RECENT_TTL_SECONDS = 30.0
+"""How long an unechoed write is trusted over the index (a watch that lost an event re-lists sooner)."""
+
+JobKey = tuple[str, str]
+"""(namespace, PSTrainingJob name): the key of every index."""
+
+
+@dataclass(frozen=True)
+class ChildRef:
+    """A Service, NetworkPolicy or PVC as the index holds it: its ``Kind/name`` and its controller's uid."""
+
+    key: str
+    uid: str
+    owner: str | None
+
+
+def child_ref(kind: str, body: Mapping[str, Any]) -> ChildRef:
+    meta = body.get("metadata") or {}
+    return ChildRef(key=f"{kind}/{meta.get('name', '')}", uid=meta.get("uid", ""), owner=controller_uid(body))
+
+
+@dataclass(frozen=True)
+class Views:
+    """The operator's watch indexes, keyed by :data:`JobKey` (Kopf ``Index`` objects, or dicts in tests)."""
+
+    pods: Mapping[JobKey, Iterable[PodObs]]
+    export_jobs: Mapping[JobKey, Iterable[BatchJobObs]]
+    children: tuple[Mapping[JobKey, Iterable[ChildRef]], ...] = ()
+    """One index per kind: Services, NetworkPolicies, PersistentVolumeClaims."""
+
+    def job_pods(self, key: JobKey) -> list[PodObs]:
+        return list(self.pods.get(key, ()))
+
+    def job_export_jobs(self, key: JobKey) -> list[BatchJobObs]:
+        return list(self.export_jobs.get(key, ()))
+
+    def job_children(self, key: JobKey) -> list[ChildRef]:
+        return [ref for index in self.children for ref in index.get(key, ())]
+
+
+@dataclass
+class RecentWrites:
+    """One job's creates and deletes that its watches have not echoed yet (see the module docstring)."""
+
+    created: dict[str, tuple[float, PodObs | BatchJobObs | ChildRef]] = field(default_factory=dict)
+    """``Kind/name`` -> (when, what the create returned)."""
+    deleted: dict[str, float] = field(default_factory=dict)
+    """uid -> when we deleted it."""
+
+    def record_create(self, obj: Mapping[str, Any], now: float | None = None) -> None:
+        kind, name = obj.get("kind"), (obj.get("metadata") or {}).get("name", "")
+        seen: PodObs | BatchJobObs | ChildRef
+        if kind == "Pod":
+            seen = pod_obs(obj)
+        elif kind == "Job":
+            seen = batch_job_obs(obj)
+        else:
+            seen = child_ref(str(kind), obj)
+        self.created[f"{kind}/{name}"] = (time.monotonic() if now is None else now, seen)
+
+    def record_delete(self, uid: str | None, now: float | None = None) -> None:
+        if uid:
+            self.deleted[uid] = time.monotonic() if now is None else now
+
+    def seen(self, key: str, uid: str | None) -> None:
+        """The watch reported ``key`` (``Kind/name``) with ``uid``: the index now knows it."""
+        self.created.pop(key, None)
+        if uid:
+            self.deleted.pop(uid, None)
+
+    def expire(self, now: float | None = None) -> None:
+        cutoff = (time.monotonic() if now is None else now) - RECENT_TTL_SECONDS
+        self.created = {k: v for k, v in self.created.items() if v[0] >= cutoff}
+        self.deleted = {k: t for k, t in self.deleted.items() if t >= cutoff}
+
+    def _going(self, uid: str) -> bool:
+        return uid in self.deleted
+
+    def pods(self, indexed: Iterable[PodObs]) -> list[PodObs]:
+        out: dict[str, PodObs] = {}
+        for pod in indexed:
+            out[pod.name] = replace(pod, deleting=True) if self._going(pod.uid) and not pod.deleting else pod
+        for key, (_, obs) in self.created.items():
+            if not (key.startswith("Pod/") and isinstance(obs, PodObs)):
+                continue
+            old = out.get(obs.name)
+            # A name can only be created once its previous holder is gone: an older incarnation in
+            # the index is stale.
+            if old is None or (old.uid != obs.uid and old.deleting):
+                out[obs.name] = obs
+        return list(out.values())
+
+    def export_job(self, indexed: Iterable[BatchJobObs], name: str) -> BatchJobObs | None:
+        found = next((j for j in indexed if j.name == name), None)
+        if found is not None and self._going(found.uid) and not found.deleting:
+            found = replace(found, deleting=True)
+        created = self.created.get(f"Job/{name}")
+        if created is not None and isinstance(created[1], BatchJobObs):
+            if found is None or (found.uid != created[1].uid and found.deleting):
+                return created[1]
+        return found
+
+    def existing(self, indexed: Iterable[ChildRef], owner: str | None) -> set[str]:
+        """``Kind/name`` of the job's Services, NetworkPolicies and PVCs that this job controls."""
+        out = {c.key for c in indexed if c.owner == owner and not self._going(c.uid)}
+        out |= {k for k, (_, obs) in self.created.items() if isinstance(obs, ChildRef) and obs.owner == owner}
+        return out

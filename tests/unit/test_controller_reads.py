@@ -1,0 +1,173 @@
+"""The reconcile loop decides from the watch indexes and its own unechoed writes, and reads nothing.
+
+A recording stand-in for :class:`~tfps_operator.kube.client.Kube` (no API server: the loop's I/O
+against a real one is covered by tests/operator) counts what one pass sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+from _operator_helpers import UID
+
+from tfps_operator.controller import Controller, _JobState
+from tfps_operator.kube.client import ApiError
+from tfps_operator.kube.watched import RECENT_TTL_SECONDS, ChildRef, RecentWrites, Views, child_ref
+from tfps_operator.reconcile.observed import PodObs, pod_obs
+from tfps_operator.settings import BuildConfig, OperatorSettings
+
+SETTINGS = OperatorSettings(build=BuildConfig(default_image="tfps-trainer:test"))
+
+
+def job_body(rv: int = 10, **status: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob",
+        "metadata": {"name": "mnist", "namespace": "team-a", "uid": UID, "generation": 1, "resourceVersion": str(rv)},
+        "spec": {"model": {"module": "tfps_trainer.examples.linear"}, "training": {"steps": 100},
+                 "storage": {"claimName": "data"},
+                 "replicas": {"ps": {"replicas": 1}, "worker": {"replicas": 2}}},
+        **({"status": status} if status else {}),
+    }
+
+
+class RecordingKube:
+    """Answers like the API server would for one job, and records every call."""
+
+    def __init__(self, job: dict[str, Any], conflict_once: bool = False):
+        self.job, self.calls, self.conflict_once = job, [], conflict_once
+        self.rv = itertools.count(int(job["metadata"]["resourceVersion"]) + 1)
+
+    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        self.calls.append(("GET", kind, name))
+        return self.job if kind == "PSTrainingJob" else None
+
+    async def patch_status(self, namespace: str, name: str, status: dict[str, Any], rv: str | None) -> dict[str, Any]:
+        self.calls.append(("PATCH", "status", name))
+        if self.conflict_once or (rv and rv != self.job["metadata"]["resourceVersion"]):
+            self.conflict_once = False
+            self.job = {**self.job, "metadata": {**self.job["metadata"], "resourceVersion": str(next(self.rv))}}
+            raise ApiError(409, "Conflict", "the object has been modified", "PATCH", name)
+        merged = {**(self.job.get("status") or {}), **{k: v for k, v in status.items() if v is not None}}
+        self.job = {**self.job, "status": merged,
+                    "metadata": {**self.job["metadata"], "resourceVersion": str(next(self.rv))}}
+        return self.job
+
+    async def create_or_adopt(self, manifest: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        self.calls.append(("POST", manifest["kind"], manifest["metadata"]["name"]))
+        meta = {**manifest["metadata"], "uid": f"uid-{manifest['metadata']['name']}", "resourceVersion": str(next(self.rv))}
+        return {**manifest, "metadata": meta}, True
+
+    async def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
+        self.calls.append(("DELETE", kind, name))
+        return True
+
+    async def event(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        self.calls.append(("POST", "Event", reason))
+
+
+def empty_views() -> Views:
+    return Views(pods={}, export_jobs={}, children=({},))
+
+
+def one_pass(controller: Controller, state: _JobState, live: dict[str, Any], views: Views) -> float | None:
+    return asyncio.run(controller.reconcile_once("team-a", "mnist", state, live, views))
+
+
+def test_a_new_job_is_built_without_a_single_read_and_a_second_pass_creates_nothing():
+    kube = RecordingKube(job_body())
+    controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
+    state = _JobState(asyncio.Event())
+    one_pass(controller, state, job_body(), empty_views())
+    verbs = [c[0] for c in kube.calls]
+    assert "GET" not in verbs
+    created = sorted(f"{c[1]}/{c[2]}" for c in kube.calls if c[0] == "POST" and c[1] != "Event")
+    assert created == ["NetworkPolicy/mnist", "Pod/mnist-chief-0", "Pod/mnist-ps-0", "Pod/mnist-worker-0",
+                       "Pod/mnist-worker-1", "Service/mnist"], created
+    assert kube.calls[0] == ("PATCH", "status", "mnist")  # the status (Pending) is durable before any child
+
+    # The watch has echoed nothing yet and the live body is still the old one: the next passes must
+    # not create again; they report the created children once (from our own writes), then rest.
+    kube.calls.clear()
+    one_pass(controller, state, job_body(), empty_views())
+    assert kube.calls == [("PATCH", "status", "mnist")]
+    assert kube.job["status"]["replicaStatuses"]["worker"]["active"] == 2
+    kube.calls.clear()
+    one_pass(controller, state, job_body(), empty_views())
+    assert kube.calls == []
+
+
+def test_a_refused_status_write_reads_the_job_once_and_decides_again_from_it():
+    kube = RecordingKube(job_body(), conflict_once=True)
+    controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
+    state = _JobState(asyncio.Event())
+    assert one_pass(controller, state, job_body(), empty_views()) == 0.0
+    assert kube.calls == [("PATCH", "status", "mnist"), ("GET", "PSTrainingJob", "mnist")]
+    kube.calls.clear()
+    one_pass(controller, state, job_body(), empty_views())  # live body still stale: the re-read wins
+    assert kube.calls[0] == ("PATCH", "status", "mnist") and ("GET", "PSTrainingJob", "mnist") not in kube.calls
+
+
+def test_the_live_body_wins_once_it_is_as_new_as_our_write():
+    state = _JobState(asyncio.Event())
+    state.written = job_body(rv=12, phase="Pending")
+    assert state.freshest(job_body(rv=11))["metadata"]["resourceVersion"] == "12"
+    newer = job_body(rv=13, phase="Running")
+    assert state.freshest(newer)["status"]["phase"] == "Running" and state.written is None
+
+
+# --- RecentWrites -----------------------------------------------------------------------------------
+
+def pod(name: str, uid: str, phase: str = "Pending", deleting: bool = False) -> PodObs:
+    meta: dict[str, Any] = {"name": name, "uid": uid}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return pod_obs({"kind": "Pod", "metadata": meta, "status": {"phase": phase}})
+
+
+def test_a_created_pod_counts_until_the_watch_reports_it_then_the_index_decides():
+    recent = RecentWrites()
+    recent.record_create({"kind": "Pod", "metadata": {"name": "j-ps-0", "uid": "u1"}}, now=0.0)
+    assert [p.name for p in recent.pods([])] == ["j-ps-0"]
+    recent.seen("Pod/j-ps-0", "u1")
+    assert recent.pods([]) == []  # reported (and since gone): the index is the truth
+
+
+def test_a_deleted_pod_is_going_until_the_watch_reports_it():
+    recent = RecentWrites()
+    recent.record_delete("u1", now=0.0)
+    (p,) = recent.pods([pod("j-ps-0", "u1", "Running")])
+    assert p.deleting and not p.active
+    recent.seen("Pod/j-ps-0", "u1")
+    (p,) = recent.pods([pod("j-ps-0", "u1", "Running")])
+    assert not p.deleting
+
+
+def test_a_new_incarnation_replaces_a_stale_terminating_one_but_not_a_live_one():
+    recent = RecentWrites()
+    recent.record_create({"kind": "Pod", "metadata": {"name": "j-ps-0", "uid": "new"}}, now=0.0)
+    assert [p.uid for p in recent.pods([pod("j-ps-0", "old", "Running", deleting=True)])] == ["new"]
+    assert [p.uid for p in recent.pods([pod("j-ps-0", "other", "Running")])] == ["other"]
+
+
+def test_unechoed_writes_expire():
+    recent = RecentWrites()
+    recent.record_create({"kind": "Pod", "metadata": {"name": "j-ps-0", "uid": "u1"}}, now=100.0)
+    recent.record_delete("u2", now=100.0)
+    recent.expire(now=100.0 + RECENT_TTL_SECONDS - 1)
+    assert recent.created and recent.deleted
+    recent.expire(now=100.0 + RECENT_TTL_SECONDS + 1)
+    assert not recent.created and not recent.deleted
+
+
+def test_existing_children_are_only_those_this_job_controls():
+    ours = {"kind": "Service", "metadata": {"name": "j-workers", "uid": "s1",
+                                            "ownerReferences": [{"controller": True, "uid": UID}]}}
+    theirs = {"kind": "NetworkPolicy", "metadata": {"name": "j", "uid": "n1",
+                                                    "ownerReferences": [{"controller": True, "uid": "someone"}]}}
+    indexed: list[ChildRef] = [child_ref("Service", ours), child_ref("NetworkPolicy", theirs)]
+    recent = RecentWrites()
+    assert recent.existing(indexed, UID) == {"Service/j-workers"}
+    recent.record_create({**ours, "kind": "PersistentVolumeClaim", "metadata": {**ours["metadata"], "name": "j-data"}})
+    assert recent.existing(indexed, UID) == {"Service/j-workers", "PersistentVolumeClaim/j-data"}
