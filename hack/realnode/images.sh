@@ -73,6 +73,20 @@ build_debian() {
   echo "$dir"
 }
 
+# Where each image is cached for the current inputs (the same keys the build functions compute): what
+# `images.sh cached` checks without building anything.
+pause_dir() { echo "$IMG/pause-$(key "$HERE/pause.c" <(declare -f build_pause pack))"; }
+busybox_dir() { echo "$IMG/busybox-deb12"; }
+debian_dir() { echo "$IMG/debian-bookworm-py-$(key <(declare -f build_debian) <(echo "$DEBIAN_MIRROR"))"; }
+trainer_base_dir() {
+  echo "$IMG/trainer-base-$(key "$REPO/pyproject.toml" "$REPO/constraints.txt" <(declare -f build_trainer_base in_root pack_layout) <(debian_dir))"
+}
+# trainer_dir SRC: SRC holds the staged sources (trainer_sources)
+trainer_dir() {
+  echo "$IMG/trainer-$(key <(declare -f build_trainer trainer_sources install_sources) <(trainer_base_dir) <(echo "$TRAINER_REF") \
+        <(cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum))"
+}
+
 # in_root ROOTFS CMD...: run CMD chrooted with a clean environment (the build host's PIP_*/SSL_* settings
 # name host paths) and the host's CA bundle at /src/build-ca.crt (an egress proxy may re-sign PyPI).
 in_root() {
@@ -83,12 +97,14 @@ in_root() {
     ${PIP_INDEX_URL:+PIP_INDEX_URL=$PIP_INDEX_URL} "$@"
 }
 
-# trainer base: Debian + /opt/tfps venv with the trainer's pinned dependencies (slow, rarely changes).
+# trainer base: Debian + /opt/tfps venv with the trainer's pinned dependencies + user tfps (slow, rarely
+# changes), kept twice: rootfs/ (the lower layer the sources are installed over) and oci/ (an OCI layout
+# whose image `img` is that rootfs as ONE gzip layer, packed once per base key).
 build_trainer_base() {
   local deb k dir; deb=$(build_debian)
-  k=$(key "$REPO/pyproject.toml" "$REPO/constraints.txt" <(declare -f build_trainer_base in_root) <(echo "$deb")); dir=$IMG/trainer-base-$k
+  k=$(key "$REPO/pyproject.toml" "$REPO/constraints.txt" <(declare -f build_trainer_base in_root pack_layout) <(echo "$deb")); dir=$IMG/trainer-base-$k
   if [[ ! -f $dir/.complete ]]; then
-    log "building the trainer base rootfs ($dir): venv + pinned deps on $deb"
+    log "building the trainer base ($dir): venv + pinned deps on $deb"
     rm -rf "$dir"; mkdir -p "$dir"; cp -a "$deb/rootfs" "$dir/rootfs"
     mkdir -p "$dir/rootfs/src"; cp "$REPO/pyproject.toml" "$REPO/constraints.txt" "$dir/rootfs/src/"
     # Only the dependencies here (the package itself goes in build_trainer, keyed by the sources).
@@ -101,36 +117,125 @@ PY
     in_root "$dir/rootfs" pip install -q -c /src/constraints.txt -r /src/requirements.txt >"$dir/pip.log" 2>&1 \
       || { tail -20 "$dir/pip.log" >&2; die "pip install of the trainer deps failed"; }
     in_root "$dir/rootfs" sh -c 'groupadd --system --gid 1000 tfps && useradd --system --uid 1000 --gid tfps --create-home --home-dir /home/tfps --shell /usr/sbin/nologin tfps'
-    rm -rf "$dir/rootfs/src"
+    rm -rf "$dir/rootfs/src" "$dir/rootfs/root/.cache"
+    log "packing the trainer base layer ($(du -sh "$dir/rootfs" | cut -f1)) into $dir/oci (once per base key)"
+    pack_layout "$dir/rootfs" "$dir/oci"
     touch "$dir/.complete"
   fi
   echo "$dir"
 }
 
+# pack_layout ROOTFS LAYOUT: an OCI layout whose image `img` has ROOTFS as its only layer (no config yet).
+pack_layout() {
+  rm -rf "$2"
+  umoci init --layout "$2" && umoci new --image "$2:img" && umoci insert --image "$2:img" "$1" /
+}
+
+# trainer_sources DIR: the files `pip install .` reads (tracked + untracked-but-not-ignored, as they are in
+# the working tree), copied to DIR. The trainer image's key is the hash of exactly these.
+trainer_sources() {
+  (cd "$REPO" && git ls-files -co --exclude-standard -z -- pyproject.toml README.md operator trainer_image \
+     | xargs -0 -r sh -c 'for f; do [ -f "$f" ] && printf "%s\0" "$f"; done' sh \
+     | tar --null -T - -cf -) | tar -xf - -C "$1"
+}
+
+# The trainer image = the cached base layer + ONE small layer with the project's package: the wheel of the
+# sources (built on the host, pure Python) installed with `pip install --no-deps` into the base's venv on an
+# overlay mount, whose upper directory (only what pip added) becomes the second layer. A source change costs
+# a wheel build, a pip install and a layer of a few hundred KB, not a re-pack of the 2.5 GB base.
 build_trainer() {
-  local base k dir; base=$(build_trainer_base)
-  k=$(cd "$REPO" && key <(declare -f build_trainer pack) <(echo "$base") <(git ls-files -s pyproject.toml README.md operator trainer_image) \
-      <(git diff HEAD -- pyproject.toml README.md operator trainer_image) <(echo "$TRAINER_REF"))
-  dir=$IMG/trainer-$k
+  local base dir src; base=$(build_trainer_base)
+  [[ $base == "$(trainer_base_dir)" ]] || die "trainer_base_dir ($(trainer_base_dir)) disagrees with build_trainer_base ($base)"
+  src=$(mktemp -d "$IMG/src.XXXXXX"); trainer_sources "$src"
+  dir=$(trainer_dir "$src")
   if [[ ! -f $dir/image.tar ]]; then
-    log "building $TRAINER_REF ($dir) on $base"
+    log "building $TRAINER_REF ($dir): sources layer on $base"
     rm -rf "$dir"; mkdir -p "$dir"
-    cp -a "$base/rootfs" "$dir/rootfs"
-    mkdir -p "$dir/rootfs/src"
-    (cd "$REPO" && tar cf - --exclude=__pycache__ pyproject.toml constraints.txt README.md operator trainer_image) | tar xf - -C "$dir/rootfs/src"
-    in_root "$dir/rootfs" pip install -q --no-deps -c /src/constraints.txt /src >"$dir/pip.log" 2>&1 \
-      || { tail -20 "$dir/pip.log" >&2; die "pip install of the trainer failed"; }
-    in_root "$dir/rootfs" python -c 'import tfps_trainer, tensorflow' >>"$dir/pip.log" 2>&1 || die "the trainer image cannot import tfps_trainer/tensorflow"
-    rm -rf "$dir/rootfs/src" && find "$dir/rootfs/opt/tfps" -name __pycache__ -prune -exec rm -rf {} +
-    pack "$TRAINER_REF" "$dir/rootfs" "$dir/image.tar" \
+    install_sources "$base/rootfs" "$src" "$dir" || { rm -rf "$src"; die "installing the trainer sources failed (see $dir/pip.log)"; }
+    local lay="$dir/oci"; mkdir -p "$lay"
+    # the base layout's blobs are content-addressed and never rewritten: hard links, not a 1 GB copy
+    cp -al "$base/oci/blobs" "$lay/blobs" && cp "$base/oci/index.json" "$base/oci/oci-layout" "$lay/"
+    umoci insert --image "$lay:img" "$dir/upper" /
+    umoci config --image "$lay:img" --no-history --created=1970-01-01T00:00:00Z \
       --config.entrypoint=python --config.entrypoint=-m --config.entrypoint=tfps_trainer \
       --config.env=PATH=/opt/tfps/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       --config.env=PYTHONDONTWRITEBYTECODE=1 --config.env=PYTHONUNBUFFERED=1 --config.env=HOME=/tmp \
       --config.env=KERAS_HOME=/tmp/.keras --config.env=TF_CPP_MIN_LOG_LEVEL=1 \
       --config.user=1000:1000 --config.workingdir=/home/tfps
-    rm -rf "$dir/rootfs"
+    rm -f "$dir/image.tar.tmp"
+    skopeo copy --quiet "oci:$lay:img" "docker-archive:$dir/image.tar.tmp:$TRAINER_REF" >&2
+    mv "$dir/image.tar.tmp" "$dir/image.tar"
+    rm -rf "$lay" "$dir/upper" "$dir/work"
+    prune trainer- 3 "$dir"
   fi
+  rm -rf "$src"
   echo "$dir/image.tar"
+}
+
+# cached NAME...: which images are built for the current inputs (builds nothing); exit 1 if any is not.
+cached() {
+  local n p src rc=0
+  for n in "$@"; do
+    case $n in
+      pause) p=$(pause_dir)/image.tar ;;
+      busybox) p=$(busybox_dir)/image.tar ;;
+      debian) p=$(debian_dir)/.complete ;;
+      trainer-base) p=$(trainer_base_dir)/.complete ;;
+      trainer) src=$(mktemp -d "$IMG/src.XXXXXX"); trainer_sources "$src"; p=$(trainer_dir "$src")/image.tar; rm -rf "$src" ;;
+      *) die "cached: unknown image $n" ;;
+    esac
+    if [[ -f $p ]]; then printf 'cached   %-13s %s\n' "$n" "${p%/*}"; else printf 'missing  %-13s %s\n' "$n" "${p%/*}"; rc=1; fi
+  done
+  return $rc
+}
+
+# install_sources BASE_ROOTFS SRC DIR: build the wheel of SRC on the host, `pip install --no-deps` it into an
+# overlay of BASE_ROOTFS; DIR/upper is then exactly what the install added (fails on deletions/whiteouts).
+install_sources() {
+  local lower=$1 src=$2 dir=$3 m=$3/merged whl
+  mkdir -p "$dir"/{upper,work,merged,wheel}
+  python3 -m pip wheel -q --no-deps -w "$dir/wheel" "$src" >"$dir/pip.log" 2>&1 || { tail -20 "$dir/pip.log" >&2; return 1; }
+  whl=$(cd "$dir/wheel" && ls ./*.whl) && whl=${whl#./}
+  mount -t overlay overlay -o "lowerdir=$lower,upperdir=$dir/upper,workdir=$dir/work" "$m" || return 1
+  local rc=0
+  mkdir -p "$m/src" && cp "$dir/wheel/$whl" "$m/src/"
+  in_root "$m" pip install -q --no-deps "/src/$whl" >>"$dir/pip.log" 2>&1 || rc=1
+  (( rc )) || in_root "$m" PYTHONDONTWRITEBYTECODE=1 python -c 'import tfps_trainer, tfps_operator, tensorflow' >>"$dir/pip.log" 2>&1 \
+    || { rc=1; echo "!! the trainer image cannot import tfps_trainer/tfps_operator/tensorflow" >>"$dir/pip.log"; }
+  rm -rf "$m/src" "$m/root/.cache" && find "$m/tmp" -mindepth 1 -delete
+  umount "$m" || rc=1
+  rm -rf "$dir/wheel" "$dir/merged"
+  (( rc == 0 )) || { tail -20 "$dir/pip.log" >&2; return 1; }
+  # A deletion from the base would be an overlay whiteout (char device 0/0) or an opaque directory, which
+  # umoci would copy as such: refuse. overlayfs' own xattrs (trusted.overlay.*: uuid, origin, impure) must not
+  # reach the layer either (containerd's snapshots are overlay lower dirs themselves): strip them.
+  if [[ -n $(find "$dir/upper" -type c -print -quit) ]]; then
+    echo "!! installing the sources deleted files of the base: $(find "$dir/upper" -type c | head -5)" >&2; return 1
+  fi
+  python3 - "$dir/upper" <<'PY' || return 1
+import os, sys
+opaque = []
+for root, dirs, files in os.walk(sys.argv[1]):
+    for p in [root, *(os.path.join(root, n) for n in dirs + files)]:
+        for a in os.listxattr(p, follow_symlinks=False):
+            if a.startswith("trusted.overlay."):
+                if a == "trusted.overlay.opaque":
+                    opaque.append(p)
+                os.removexattr(p, a, follow_symlinks=False)
+if opaque:
+    sys.exit(f"!! installing the sources replaced directories of the base (opaque): {opaque[:5]}")
+PY
+  log "  sources layer: $(du -sh "$dir/upper" | cut -f1) ($(find "$dir/upper" -type f | wc -l) files)"
+}
+
+# prune PREFIX N KEEP: delete all but the N newest $IMG/PREFIX* image directories (never KEEP).
+prune() {
+  local d n=0
+  while read -r d; do
+    [[ $d == "$3" ]] && continue
+    (( ++n < $2 )) && continue
+    log "pruning old image cache $d"; rm -rf "$d"
+  done < <(ls -1dt "$IMG/$1"[0-9a-f]* 2>/dev/null)
 }
 
 mkdir -p "$IMG"
@@ -141,5 +246,6 @@ case "${1:-all}" in
   trainer-base) build_trainer_base ;;
   trainer) build_trainer ;;
   all) build_pause; build_busybox; build_trainer ;;
-  *) die "usage: $0 pause|busybox|trainer-base|trainer|all" ;;
+  cached) shift; (( $# )) || set -- pause busybox trainer-base trainer; cached "$@" ;;
+  *) die "usage: $0 pause|busybox|debian|trainer-base|trainer|all | cached [NAME...]" ;;
 esac
