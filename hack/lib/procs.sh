@@ -7,8 +7,12 @@ proc_pid() {
   [[ -f $f ]] || return 1
   pid=$(<"$f")
   [[ $pid =~ ^[0-9]+$ ]] && [[ -r /proc/$pid/cmdline ]] || return 1
-  # Guard against pid reuse: the recorded command line must be the one we launched.
-  [[ -f $PIDS/$1.cmd ]] && [[ $(tr '\0' ' ' </proc/"$pid"/cmdline) == "$(<"$PIDS/$1.cmd")" ]] || return 1
+  # Guard against pid reuse: the recorded command line must be the one we launched (or, for the
+  # instant before setsid execs it, setsid about to launch it: under load a readiness poll sees that).
+  local cmd actual
+  [[ -f $PIDS/$1.cmd ]] || return 1
+  cmd=$(<"$PIDS/$1.cmd"); actual=$(tr '\0' ' ' </proc/"$pid"/cmdline)
+  [[ $actual == "$cmd" || $actual == "setsid $cmd" ]] || return 1
   echo "$pid"
 }
 proc_alive() { proc_pid "$1" >/dev/null; }
