@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -53,7 +54,7 @@ def test_schema_is_structural() -> None:
     """Every node typed (or int-or-string / preserve-unknown-fields), no refs, no nullable, no
     properties beside additionalProperties, no JSON-schema-only keywords."""
     allowed = {"description", "type", "format", "enum", "default", "minimum", "maximum", "minLength",
-               "maxLength", "pattern", "minItems", "maxItems", "properties", "additionalProperties",
+               "maxLength", "pattern", "minItems", "maxItems", "maxProperties", "properties", "additionalProperties",
                "items", "required", "anyOf", "x-kubernetes-int-or-string",
                "x-kubernetes-preserve-unknown-fields", "x-kubernetes-validations"}
     for path, node in _nodes(openapi_schema()):
@@ -121,12 +122,24 @@ def _rules() -> list[tuple[str, dict[str, str]]]:
 
 
 def test_cel_rules_are_in_the_crd_and_compile() -> None:
+    from tfps_operator.api.quantity import CEL_FUNCTIONS
+
     rules = _rules()
     assert len(rules) >= 10
     env = celpy.Environment()
     for path, rule in rules:
         env.compile(rule["rule"])
         assert rule["message"], path
+        if "messageExpression" in rule:
+            env.compile(rule["messageExpression"])
+    # Only the part of the Kubernetes quantity library (and strings extension) that api/quantity.py ports (celpy would
+    # report any other function as an undeclared reference, i.e. a failed rule).
+    quantity_lib = {"quantity", "isQuantity", "sign", "isGreaterThan", "isLessThan", "compareTo", "asApproximateFloat",
+                    "asInteger", "isInteger", "add", "sub", "substring"}
+    used = {f for _, r in rules for e in (r["rule"], r.get("messageExpression", ""))
+            for f in re.findall(r"\b([A-Za-z_]\w*)\(", e)}
+    assert used & quantity_lib <= set(CEL_FUNCTIONS), used & quantity_lib - set(CEL_FUNCTIONS)
+    assert {"quantity", "compareTo", "isInteger"} <= used
     where = {p for p, _ in rules}
     assert {"", ".spec", ".spec.replicas", ".spec.storage", ".spec.training.checkpoint",
             ".spec.export.tflite"} <= where

@@ -38,15 +38,63 @@ label_values = st.sampled_from(["", "a", "vision", "other-job", "tfps-operator",
 env_names = st.sampled_from(["A", "LOG_LEVEL", "TF_CPP_MIN_LOG_LEVEL", "PYTHONPATH", "X1", "HOME_DIR", "TFPSX"])
 quantities = st.sampled_from(["1", "500m", "2Gi", "128Mi", 1, 2, "0.5"])
 
+# (limit, request) pairs with request <= limit, in mixed notations (compared as quantities, not strings).
+_BELOW_LIMIT = [("1", "1000m"), ("1", "500m"), (2, "1.5"), ("2", 2), ("1Gi", "1024Mi"), ("1Gi", "1G"), ("4Gi", 1024),
+                ("500m", "0.5"), ("1.5", "1500m"), ("128Mi", "128Mi")]
+# (limit, request) pairs of an extended resource: whole numbers, the request equal to the limit.
+_EQUAL_WHOLE = [(1, "1"), ("2", 2), ("4", "4"), (8, 8), ("1k", "1e3")]
+
+
+@st.composite
+def valid_resources(draw: st.DrawFn) -> dict[str, Any]:
+    """Resources a Pod may have: cpu/memory/ephemeral-storage limits and/or requests (a request at
+    most its limit), and an extended resource (nvidia.com/gpu) as a whole-number limit, its request
+    absent (it defaults to the limit) or equal to it."""
+    limits: dict[str, Any] = {}
+    requests: dict[str, Any] = {}
+    for name in draw(st.lists(st.sampled_from(["cpu", "memory", "ephemeral-storage"]), unique=True, max_size=3)):
+        how = draw(st.sampled_from(["limit", "request", "both"]))
+        if how == "request":
+            requests[name] = draw(quantities)
+            continue
+        limit, request = draw(st.sampled_from(_BELOW_LIMIT))
+        limits[name] = limit
+        if how == "both":
+            requests[name] = request
+    if draw(st.booleans()):
+        name = draw(st.sampled_from(["nvidia.com/gpu", "example.com/fpga"]))
+        limits[name], request = draw(st.sampled_from(_EQUAL_WHOLE))
+        if draw(st.booleans()):
+            requests[name] = request
+    out: dict[str, Any] = {}
+    if limits:
+        out["limits"] = limits
+    if requests:
+        out["requests"] = requests
+    return out
+
 
 def resources() -> st.SearchStrategy[dict[str, Any] | None]:
-    # Extended resources (nvidia.com/gpu) only as limits: requests without limits pass the CRD but not
-    # pod validation (test_security.test_extended_resource_requests_without_limits_are_refused_by_the_api).
-    # Whole numbers only for them too ("500m" GPUs are refused the same way).
-    basic = st.dictionaries(st.sampled_from(["cpu", "memory"]), quantities, max_size=2)
-    limits = st.builds(lambda b, gpu: {**b, **({"nvidia.com/gpu": gpu} if gpu else {})}, basic, st.sampled_from([None, 1, "2"]))
-    # And limits only: requests above limits ("2Gi" > cpu "1") are refused as well; requests then default to limits.
-    return st.none() | st.fixed_dictionaries({}, optional={"limits": limits})
+    return st.none() | valid_resources()
+
+
+_ANY_NAMES = ["cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "nvidia.com/gpu", "example.com/fpga",
+              "kubernetes.io/foo", "gpu", "cpus"]
+_ANY_QUANTITIES = ["0", "1", 1, 2, "2", "1000m", "500m", "1.5", "1.0", "1001m", "1k", "1e3", "1Gi", "1024Mi", "1025Mi",
+                   "1G", "2Mi", "4Mi", "1Mi", 1024, "0.5", "1.5Gi", "3"]
+
+
+@st.composite
+def any_resources(draw: st.DrawFn) -> dict[str, Any]:
+    """Resources that may or may not be valid in a Pod: requests without limits, above or below them,
+    fractional or milli-written extended resources, hugepages, non-standard names."""
+    out: dict[str, Any] = {}
+    for part in ("limits", "requests"):
+        if draw(st.booleans()):
+            out[part] = draw(st.dictionaries(st.sampled_from(_ANY_NAMES), st.sampled_from(_ANY_QUANTITIES), min_size=1, max_size=3))
+    if "limits" in out and "requests" in out and draw(st.booleans()):  # often the same names in both
+        out["requests"] = {k: draw(st.sampled_from(_ANY_QUANTITIES)) for k in out["limits"]}
+    return out
 
 
 @st.composite
@@ -72,7 +120,7 @@ def templates(draw: st.DrawFn) -> dict[str, Any] | None:
         spec["volumes"] = [{"name": "scratch", "emptyDir": {}}]
         spec["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
     if draw(st.booleans()):
-        spec["resources"] = {"limits": {"cpu": "1"}}
+        spec["resources"] = draw(valid_resources())
     if draw(st.booleans()):
         spec["securityContext"] = {"readOnlyRootFilesystem": True}
     out: dict[str, Any] = {}
@@ -130,7 +178,7 @@ def valid_jobs(draw: st.DrawFn) -> dict[str, Any]:
                               "tflite": {"quantization": quant, "calibrationSamples": 64 if quant == "int8" else 0},
                               "backoffLimit": draw(st.integers(0, 10))}
     if draw(st.booleans()):
-        export["resources"] = {"requests": {"memory": "2Gi"}}
+        export["resources"] = draw(valid_resources())
     run_policy: dict[str, Any] = {"backoffLimit": draw(st.integers(0, 100)),
                                   "cleanPodPolicy": draw(st.sampled_from(["All", "Running", "None"])),
                                   "suspend": draw(st.booleans())}

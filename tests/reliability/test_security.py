@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, event, given, settings
 
 from tfps_operator.api.validate import validate_job
 from tfps_operator.build.export_job import export_job
@@ -23,7 +23,7 @@ from tfps_operator.build.netpol import network_policy
 from tfps_operator.build.pods import desired_pods
 from tfps_operator.settings import OPERATOR_POD_LABELS, BuildConfig
 
-from .strategies import valid_jobs
+from .strategies import any_resources, valid_jobs
 
 CFG = BuildConfig(default_image="tfps-trainer:test", operator_namespace_labels={"kubernetes.io/metadata.name": "tfps-system"})
 COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -109,11 +109,9 @@ def test_the_api_server_admits_every_built_pod_under_podsecurity_restricted(body
     assert len(out.stdout.split()) == len(items)
 
 
-@pytest.mark.xfail(strict=True, reason="api/models.py ResourceRequirements: the CRD and validate_job accept an "
-                   "extended resource (nvidia.com/gpu) in requests without limits, or a fractional one ('500m'), or requests above limits; the API "
-                   "server refuses such pods ('Limit must be set for non overcommitable resources', 'must be an "
-                   "integer', 'must be less than or equal to cpu limit'), so the job can never create its pods")
 def test_extended_resource_requests_without_limits_are_refused_by_the_api() -> None:
+    """Resources that Kubernetes refuses in a Pod are refused by the API (was a strict xfail: the job
+    was accepted and could never create its pods)."""
     from tfps_operator.api.validate import JobValidationError
 
     body = {"apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob", "metadata": {"name": "gpu"},
@@ -127,6 +125,58 @@ def test_extended_resource_requests_without_limits_are_refused_by_the_api() -> N
     body["spec"]["replicas"]["worker"]["resources"] = {"limits": {"cpu": "1"}, "requests": {"cpu": "2"}}
     with pytest.raises(JobValidationError, match="cpu"):
         validate_job(body)
+
+
+def _whole_number_only(errors: list[Any]) -> bool:
+    """The one place the API is knowingly stricter than Pod validation: an extended resource must be
+    written as a whole number (CEL ``isInteger``), so ``1000m`` or ``1.0`` GPUs are refused."""
+    return bool(errors) and all("whole number" in e.message for e in errors)
+
+
+@pytest.mark.cluster
+@given(resources=any_resources())
+@settings(max_examples=40, **COMMON)
+def test_the_api_accepts_only_resources_a_pod_can_have(resources: dict[str, Any], kubectl: Any, psjob_crd: Any,
+                                                        restricted_namespace: str) -> None:
+    """Three verdicts on random resources (requests without limits, above, below or equal to them in
+    other notations, fractional GPUs, hugepages, unknown names): ``validate_job``, the API server on the
+    PSTrainingJob (CRD schema + CEL, dry-run) and the API server on the Pod the operator builds from it
+    (dry-run). The first two agree; a job accepted has a Pod the API server admits."""
+    import json
+
+    from tfps_operator.api.validate import JobValidationError
+
+    body = {"apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob",
+            "metadata": {"name": "res", "namespace": restricted_namespace},
+            "spec": {"model": {"module": "m"}, "training": {"steps": 10},
+                     "replicas": {"worker": {"replicas": 1, "resources": resources}}}}
+    try:
+        validate_job(body)
+        client_errors: list[Any] = []
+    except JobValidationError as e:
+        client_errors = e.errors
+    job_out = kubectl("create", "--dry-run=server", "-o", "name", "-f", "-", input=json.dumps(body), check=False)
+    assert (job_out.returncode == 0) == (not client_errors), \
+        f"API server and tfps validate disagree on {resources}: server {job_out.stderr.strip() or 'accepted'}; client {client_errors}"
+    for err in client_errors:
+        assert err.path in job_out.stderr, f"{err} not named by the server: {job_out.stderr}"
+    built = {**body, "metadata": {**body["metadata"], "uid": "5e1f0000-0000-4000-8000-00000000beef"}}
+    pod = desired_pods(validate_job(built, rules=False), CFG)["res-worker-0"]
+    pod_out = kubectl("create", "--dry-run=server", "-n", restricted_namespace, "-o", "name", "-f", "-",
+                      input=json.dumps(pod), check=False)
+    event("job accepted" if not client_errors else "job refused")
+    if not client_errors:
+        assert pod_out.returncode == 0, f"the job is accepted but its pod is not: {pod_out.stderr}"
+    elif pod_out.returncode == 0:
+        assert _whole_number_only(client_errors), f"a pod Kubernetes admits, refused by the API: {client_errors}"
+        event("stricter: whole numbers")
+
+
+@pytest.fixture(scope="module")
+def psjob_crd(kubeconfig: str) -> str:
+    from support.crd import install_crd
+
+    return install_crd(kubeconfig)["metadata"]["name"]  # not the CRD: hypothesis prints fixture values
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ CRD_FILE = f"crds/{CRD_NAME}.yaml"
 
 _KEEP = (
     "description", "type", "format", "enum", "default",
-    "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "maxItems",
+    "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "maxItems", "maxProperties",
     "x-kubernetes-int-or-string", "x-kubernetes-preserve-unknown-fields", "x-kubernetes-validations",
 )
 _HANDLED = {"title", "$defs", "additionalProperties", "properties", "items", "required", "anyOf",

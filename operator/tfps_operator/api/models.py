@@ -79,9 +79,17 @@ class _Model(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+MAX_QUANTITY_LENGTH = 64
+"""Longest quantity string: bounds the CEL cost of ``quantity(v)`` for the API server's estimator."""
+MAX_RESOURCES = 32
+"""Most entries in limits or requests: bounds the CEL cost of the rules that iterate over them."""
+
+
 def _quantity(value: Any) -> int | str:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
+    if isinstance(value, str) and len(value) > MAX_QUANTITY_LENGTH:
+        raise PydanticCustomError("quantity", f"must be at most {MAX_QUANTITY_LENGTH} characters")
     if isinstance(value, str) and re.match(QUANTITY_PATTERN, value):
         return value
     raise PydanticCustomError(
@@ -98,6 +106,7 @@ Quantity = Annotated[
         "x-kubernetes-int-or-string": True,
         "anyOf": [{"type": "integer"}, {"type": "string"}],
         "minimum": 0,
+        "maxLength": MAX_QUANTITY_LENGTH,
         "pattern": QUANTITY_PATTERN,
     }),
 ]
@@ -116,8 +125,11 @@ _CONTAINER_RESOURCE = "(k.contains('/') || k in ['cpu', 'memory', 'ephemeral-sto
 
 
 def _q(field: str) -> str:
-    """The CEL quantity of ``self.<field>[k]`` (an int or a string on the wire)."""
-    return f"quantity(string(self.{field}[k]))"
+    """The CEL quantity of ``self.<field>[k]``, an int or a string on the wire. Not
+    ``quantity(string(v))``: the API server's cost estimator cannot bound the size of ``string(v)``
+    and would refuse the CRD; ``quantity(v)`` of a string is bounded by the schema's maxLength."""
+    v = f"self.{field}[k]"
+    return f"(type({v}) == int ? quantity('0').add({v}) : quantity({v}))"
 
 
 _CMP = f"{_q('requests')}.compareTo({_q('limits')})"
@@ -149,20 +161,29 @@ def _resource_rules() -> list[dict[str, str]]:
     rules.append(cel(
         f"!({both}) || self.requests.all(k, !({unequal}))",
         "requests of an extended resource (e.g. nvidia.com/gpu) or hugepages must equal its limits", ".requests",
-        _first("requests", unequal, "k + ': the request (' + string(self.requests[k]) + ') must equal the limit ('"
-               " + string(self.limits[k]) + '): ' + k + ' cannot be overcommitted'")))
+        _first("requests", unequal, "k + ': the request must equal the limit (' + k + ' cannot be overcommitted)'")))
     above = f"!{_NOT_OVERCOMMITTABLE} && k in self.limits && {_CMP} > 0"
     rules.append(cel(
         f"!({both}) || self.requests.all(k, !({above}))",
         "requests must not exceed limits", ".requests",
-        _first("requests", above, "k + ': the request (' + string(self.requests[k]) + ') must not exceed the limit ('"
-               " + string(self.limits[k]) + ')'")))
+        _first("requests", above, "k + ': the request must not exceed the limit'")))
+    hugepages = " || ".join(f"(has(self.{f}) && self.{f}.exists(k, k.startsWith('hugepages-')))" for f in ("limits", "requests"))
+    cpu_or_memory = " || ".join(f"(has(self.{f}) && ('cpu' in self.{f} || 'memory' in self.{f}))" for f in ("limits", "requests"))
+    rules.append(cel(f"!({hugepages}) || {cpu_or_memory}", "hugepages require a cpu or memory limit or request"))
+    page = "quantity(k.substring(10))"  # hugepages-<page size>
+    indivisible = (f"k.startsWith('hugepages-') && !(isQuantity(k.substring(10)) && {page}.isInteger() && {page}.asInteger() > 0"
+                   f" && {_q('limits')}.isInteger() && {_q('limits')}.asInteger() % {page}.asInteger() == 0)")
+    rules.append(cel(
+        f"!has(self.limits) || self.limits.all(k, !({indivisible}))",
+        "hugepages-<size> must be a whole multiple of its page size", ".limits",
+        _first("limits", indivisible, "k + ': must be a whole number that is a multiple of the page size (e.g. "
+               "hugepages-2Mi: 4Mi), and the name a valid page size'")))
     fractional = f"{_EXTENDED} && !{_q('limits')}.isInteger()"
     rules.append(cel(
         f"!has(self.limits) || self.limits.all(k, !({fractional}))",
         "an extended resource (e.g. nvidia.com/gpu) must be a whole number", ".limits",
-        _first("limits", fractional, "k + ': an extended resource must be a whole number such as 1, 2 or 1k (not ' "
-               "+ string(self.limits[k]) + ')'")))
+        _first("limits", fractional, "k + ': an extended resource must be a whole number written as one, "
+               "such as 1, 2 or 1k (not 500m, 1.5 or 1000m)'")))
     return rules
 
 
@@ -175,12 +196,15 @@ class ResourceRequirements(_Model):
     domain-prefixed); requests must not exceed limits; an extended resource such as nvidia.com/gpu (and
     hugepages) needs a limit, its request (which defaults to the limit) must equal it, and it is a
     whole number written without a fraction or milli suffix ("1000m" and "1.0" are refused although
-    they equal 1)."""
+    they equal 1); hugepages-<size> limits are whole multiples of the page size, and hugepages need a
+    cpu or memory limit or request."""
 
     model_config = ConfigDict(json_schema_extra=_rules(*_resource_rules()))
 
-    limits: dict[str, Quantity] | None = Field(default=None, description="Maximum resources, e.g. {cpu: '2', memory: 4Gi}.")
-    requests: dict[str, Quantity] | None = Field(default=None, description="Guaranteed resources, e.g. {cpu: 500m, memory: 1Gi}.")
+    limits: dict[str, Quantity] | None = Field(default=None, max_length=MAX_RESOURCES,
+                                               description="Maximum resources, e.g. {cpu: '2', memory: 4Gi, nvidia.com/gpu: 1}.")
+    requests: dict[str, Quantity] | None = Field(default=None, max_length=MAX_RESOURCES,
+                                                 description="Guaranteed resources, e.g. {cpu: 500m, memory: 1Gi}; default: the limits.")
 
 
 class ObjectMetaOverride(_Model):
