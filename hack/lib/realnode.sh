@@ -60,3 +60,6 @@ build_coredns() {
   coredns_key >"$dir/bin/.complete"
   log "  built CoreDNS $COREDNS_VERSION (${COREDNS_PLUGINS[*]}) in $((SECONDS - t0))s"
 }
+
+kubelet_cached() { [[ -f $TFPS_CACHE/kubelet/$K8S_VERSION/bin/.complete ]]; }
+coredns_cached() { local f=$TFPS_CACHE/coredns/$COREDNS_VERSION/bin/.complete; [[ -f $f && $(<"$f") == "$(coredns_key)" ]]; }

@@ -228,14 +228,16 @@ PY
   log "  sources layer: $(du -sh "$dir/upper" | cut -f1) ($(find "$dir/upper" -type f | wc -l) files)"
 }
 
-# prune PREFIX N KEEP: delete all but the N newest $IMG/PREFIX* image directories (never KEEP).
+# prune PREFIX N KEEP: delete all but the N newest $IMG/PREFIX<16 hex digits> image directories (never KEEP;
+# never another prefix: trainer-base-* does not match trainer-).
 prune() {
   local d n=0
   while read -r d; do
+    [[ $d =~ /$1[0-9a-f]{16}$ ]] || continue
     [[ $d == "$3" ]] && continue
     (( ++n < $2 )) && continue
     log "pruning old image cache $d"; rm -rf "$d"
-  done < <(ls -1dt "$IMG/$1"[0-9a-f]* 2>/dev/null)
+  done < <(ls -1dt "$IMG/$1"* 2>/dev/null)
 }
 
 mkdir -p "$IMG"

@@ -13,6 +13,7 @@ import copy
 import ipaddress
 import os
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ REPO = Path(__file__).resolve().parents[2]
 POD_SUBNET = ipaddress.ip_network(os.environ.get("TFPS_REALNODE_POD_SUBNET", "10.213.0.0/24"))
 TRAINER_IMAGE = os.environ.get("TFPS_TRAINER_IMAGE", "tfps-trainer:0.1.0")
 BUSYBOX = "tfps.local/busybox:1"
+NODE_IP = os.environ.get("TFPS_REALNODE_NODE_IP", "10.213.0.1")
+KUBELET_PORT = int(os.environ.get("TFPS_KUBELET_PORT", "16250"))
 
 
 def on_real_node(spec: dict[str, Any]) -> dict[str, Any]:
@@ -65,8 +68,11 @@ def test_busybox_pods_get_a_private_pod_network_and_coredns_resolves_headless_na
     assert a.spec.node_name == realnode
     assert ipaddress.ip_address(a.status.pod_ip) in POD_SUBNET, a.status.pod_ip
     fqdn = f"a.smoke.{namespace}.svc.cluster.local"
+    # the kubelet's API port on the node address: pods must not reach it (nor anything but DNS on the host)
     script = (f"nslookup {fqdn} > /dev/termination-log 2>&1; rc=$?; echo ROUTES >> /dev/termination-log; "
-              "ip route >> /dev/termination-log; echo UID $(id -u) >> /dev/termination-log; exit $rc")
+              "ip route >> /dev/termination-log; echo UID $(id -u) >> /dev/termination-log; "
+              f"busybox nc -w 3 {NODE_IP} {KUBELET_PORT} </dev/null; echo KUBELET_NC_RC $? >> /dev/termination-log; "
+              "exit $rc")
     core.create_namespaced_pod(namespace, {"metadata": {"name": "probe"}, "spec": on_real_node({
         "restartPolicy": "Never",
         "containers": [{"name": "main", "image": BUSYBOX, "imagePullPolicy": "Never", "command": ["sh", "-c", script],
@@ -78,7 +84,38 @@ def test_busybox_pods_get_a_private_pod_network_and_coredns_resolves_headless_na
     routes = msg.split("ROUTES")[1]
     assert "default" not in routes, routes                                  # nothing is routed off the node
     assert str(POD_SUBNET) in routes and "UID 1000" in msg, msg
+    nc_rc = re.search(r"KUBELET_NC_RC (\d+)", msg)
+    assert nc_rc and nc_rc.group(1) != "0", msg                            # the host rejects pods on kubelet's port
     no_image_pulls(core, namespace)
+
+
+def test_kubectl_logs_and_exec_reach_the_node_kubelet_and_only_root_can(realnode, cluster, k8s, namespace, wait_until):
+    """The API server dials the node's InternalIP (the bridge address) for logs/exec; kubelet serves there
+    with anonymous access, which iptables limits to root processes of this machine (and no pod)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(k8s)
+    core.create_namespaced_pod(namespace, {"metadata": {"name": "talker"}, "spec": on_real_node({
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "main", "image": BUSYBOX, "imagePullPolicy": "Never",
+                        "command": ["sh", "-c", "echo hello from $(hostname); exec sleep 600"],
+                        "securityContext": {"runAsUser": 1000, "runAsNonRoot": True, "allowPrivilegeEscalation": False}}]})})
+    wait_until(lambda: core.read_namespaced_pod("talker", namespace).status.phase == "Running",
+               timeout=120, interval=0.5, what="busybox pod talker Running on the real node")
+    node = core.read_node(realnode)
+    assert node.status.daemon_endpoints.kubelet_endpoint.port == KUBELET_PORT
+    assert [a.address for a in node.status.addresses if a.type == "InternalIP"] == [NODE_IP]
+    logs = wait_until(lambda: "hello from talker" in (out := cluster.kubectl("-n", namespace, "logs", "talker").stdout) and out,
+                      timeout=30, interval=0.5, what="kubectl logs talker")
+    assert logs.strip() == "hello from talker", logs
+    ex = cluster.kubectl("-n", namespace, "exec", "talker", "--", "sh", "-c", "id -u; cat /etc/hostname")
+    assert ex.stdout.split() == ["1000", "talker"], ex
+    url = f"https://{NODE_IP}:{KUBELET_PORT}/healthz"
+    curl = ["curl", "-ksS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}", url]
+    assert subprocess.run(curl, capture_output=True, text=True, timeout=30).stdout == "200"
+    nobody = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *curl],
+                            capture_output=True, text=True, timeout=30)
+    assert nobody.returncode != 0 and nobody.stdout != "200", nobody   # another uid gets a reset
 
 
 def quickstart(steps: int | None = None, every: int | None = None) -> dict[str, Any]:
