@@ -7,7 +7,9 @@ Two layers, each with one source:
    an integer, ``0.5`` is not a quantity.
 2. **Cross-field rules**: the CEL expressions declared on the models. They are evaluated here with
    ``celpy`` on the defaulted wire form, at the place the generated CRD schema declares them,
-   so the message and field path are those the API server reports.
+   so the message (``messageExpression`` included) and field path are those the API server reports.
+   The API server's CEL has the Kubernetes quantity library (``quantity('1Gi').compareTo(...)``);
+   celpy gets a port of it from :mod:`.quantity`.
 
 Transition rules (those using ``oldSelf``) run only when the previous object is given.
 """
