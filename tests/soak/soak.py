@@ -89,6 +89,10 @@ class Figures:
         return d
 
 
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+
+
 class Recorder:
     """Watches pods and batch Jobs of the namespace for the whole soak; records every creation."""
 
@@ -102,6 +106,10 @@ class Recorder:
         self.pods: dict[str, dict[str, Any]] = {}  # uid -> first seen raw pod
         self.jobs: dict[str, dict[str, Any]] = {}
         self.errors: list[str] = []
+        self.timeline: list[tuple[float, str, str, str, str]] = []
+        """(wall time seen, ADDED|TERMINATING|DELETED, name, uid, restart label) of every pod: the evidence
+        printed when a pod was created more often than its fate allows."""
+        self._terminating: set[str] = set()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._watch, args=(self.core.list_namespaced_pod, self.pods), daemon=True),
                          threading.Thread(target=self._watch, args=(self.batch.list_namespaced_job, self.jobs), daemon=True)]
@@ -124,6 +132,8 @@ class Recorder:
                     rv = obj.metadata.resource_version
                     if ev["type"] == "BOOKMARK":
                         continue
+                    if into is self.pods:
+                        self._note(ev["type"], obj)
                     if obj.metadata.uid not in into:
                         into[obj.metadata.uid] = self.api.sanitize_for_serialization(obj)
                     if self._stop.is_set():
@@ -137,6 +147,17 @@ class Recorder:
                 time.sleep(0.5)
             finally:
                 w.stop()
+
+    def _note(self, kind: str, pod: Any) -> None:
+        uid = pod.metadata.uid
+        if kind == "MODIFIED":
+            if not pod.metadata.deletion_timestamp or uid in self._terminating:
+                return
+            self._terminating.add(uid)
+            kind = "TERMINATING"
+        if kind in ("ADDED", "DELETED", "TERMINATING"):
+            restart = (pod.metadata.labels or {}).get("tfps.dev/restart", "")
+            self.timeline.append((time.time(), kind, pod.metadata.name, uid, restart))
 
     def stop(self) -> None:
         self._stop.set()
@@ -162,10 +183,13 @@ class Soak:
         self.next_kill = 0.0
         self.recorder = Recorder(kubeconfig, kube.ns)
         self._pods: dict[str, dict[str, Any]] = {}
+        self.operator_history: list[tuple[float, str]] = []
+        """(wall time, "operator #n started" | "operator #n killed"), for the evidence of a failed audit."""
 
     # --- operator ------------------------------------------------------------------------------
     def _start_operator(self) -> None:
         self.op = self.new_operator(self.figures.operator_starts)
+        self.operator_history.append((time.time(), f"operator #{self.figures.operator_starts} healthy"))
         self.figures.operator_starts += 1
         self.op_down_until = None
         self.next_kill = time.monotonic() + self.rng.uniform(*self.kill_gap)
@@ -180,6 +204,7 @@ class Soak:
             if self.op.proc is not None and self.op.proc.poll() is not None:
                 raise SoakFailure(f"the operator exited by itself ({self.op.proc.returncode}):\n{self.op.log()[-3000:]}")
             self.op.kill()
+            self.operator_history.append((time.time(), f"operator #{self.figures.operator_starts - 1} killed"))
             self.figures.kills += 1
             busy = [j.name for j in self.jobs if j.done_at is None]
             self.figures.kills_while_jobs_in_flight += bool(busy)
@@ -361,6 +386,15 @@ class Soak:
         self.figures.export_jobs_created = len(self.recorder.jobs)
         return problems + self.recorder.errors
 
+    def evidence(self, names: set[str]) -> str:
+        """The watched lifetimes of ``names`` interleaved with the operator starts and kills."""
+        if not names:
+            return "  (no pod named)"
+        events = [(t, f"  {_clock(t)} {what}") for t, what in self.operator_history]
+        events += [(t, f"  {_clock(t)} {kind:<11} {name} (restart {restart}, uid {uid[:8]})")
+                   for t, kind, name, uid, restart in self.recorder.timeline if name in names]
+        return "timeline:\n" + "\n".join(line for _, line in sorted(events))
+
     def _audit_once(self) -> list[str]:
         k, ns = self.kube, self.kube.ns
         problems: list[str] = []
@@ -411,6 +445,8 @@ class Soak:
             got = per_job.get(j.name, Counter())
             if +got != +want:
                 problems.append(f"{j.name} ({j.fate}): pods created {dict(sorted(got.items()))}, expected {dict(sorted(want.items()))}")
+                problems.append(self.evidence({f"{j.name}-{suffix}" for (suffix, _), n in (got - want).items() if n}
+                                              | {f"{j.name}-{suffix}" for (suffix, _), n in (want - got).items() if n}))
             ejs = [x for x in self.recorder.jobs.values() if x["metadata"]["name"] == f"{j.name}-export"]
             if len(ejs) != j.expect.export_jobs:
                 problems.append(f"{j.name}: {len(ejs)} export Job(s) created, expected {j.expect.export_jobs}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -48,7 +49,14 @@ def test_operator_sigkilled_20_times_leaves_every_job_correct_and_nothing_orphan
         assert figures.kills >= 20 and figures.jobs >= 10
         assert figures.kills_while_jobs_in_flight >= 15, "most kills must land while jobs are in flight"
         assert figures.actions_while_operator_down >= 1, "pods changed while nobody watched at least once"
-    except BaseException:
+    except BaseException as exc:
+        # Evidence: every operator's log lines about the jobs the failure names (in order: operator
+        # #0, #1, ... ran one after another), in full in a file, the last lines on stderr.
+        for name in sorted(set(re.findall(r"\bs\d+-[a-z]+\b", str(exc))))[:6]:
+            lines = [f"#{i} {line}" for i, op in enumerate(ops) for line in op.log().splitlines() if name in line]
+            (tmp_path / f"evidence-{name}.log").write_text("\n".join(lines) + "\n")
+            sys.stderr.write(f"\n--- operator log lines naming {name} ({len(lines)}, all in "
+                             f"{tmp_path / f'evidence-{name}.log'}) ---\n" + "\n".join(lines[-60:]) + "\n")
         for op in ops[-2:]:
             sys.stderr.write(f"\n--- {op.log_path.name} ---\n{op.log()[-5000:]}\n")
         raise
