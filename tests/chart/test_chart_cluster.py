@@ -127,7 +127,8 @@ def _denied_everywhere(inst: Installed, ns: str) -> None:
         ("get", "secrets"), ("list", "secrets"), ("watch", "secrets"), ("create", "secrets"),
         ("get", "configmaps"), ("create", "serviceaccounts/token"), ("create", "pods/exec"),
         ("create", "pods/attach"), ("create", "pods/portforward"), ("get", "pods/log"),
-        ("update", "pods"), ("patch", "pods"), ("deletecollection", "pods"),
+        # (deletecollection on pods is granted: it deletes nothing that `delete pods` could not)
+        ("update", "pods"), ("patch", "pods"), ("deletecollection", "services"), ("deletecollection", "jobs.batch"),
         ("delete", "services"), ("update", "services"), ("delete", "persistentvolumeclaims"),
         ("delete", "networkpolicies.networking.k8s.io"), ("patch", "jobs.batch"),
         ("update", "pstrainingjobs.tfps.dev"), ("create", "pstrainingjobs.tfps.dev"),

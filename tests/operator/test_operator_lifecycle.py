@@ -267,9 +267,13 @@ def test_claim_template_creates_an_owned_pvc_and_unscheduled_pods_stay_pending(k
     pvc = kube.wait_until(lambda: kube.core.list_namespaced_persistent_volume_claim(
         kube.ns, label_selector="tfps.dev/job-name=j").items, timeout=20, what="PVC created")[0]
     assert pvc.metadata.name == "j-storage" and pvc.metadata.owner_references[0].name == "j"
-    sched = kube.wait_until(lambda: (c := kube.condition("j", "Scheduled")) and c["status"] == "False" and c,
-                            timeout=30, what="Scheduled=False")
-    assert "persistentvolumeclaim" in sched["message"].lower() or "unbound" in sched["message"].lower()
+    # Scheduled=False comes at once (pods not scheduled yet), then carries the scheduler's reason.
+    def unschedulable() -> dict | None:
+        c = kube.condition("j", "Scheduled")
+        text = (c or {}).get("message", "").lower()
+        return c if c and c["status"] == "False" and ("persistentvolumeclaim" in text or "unbound" in text) else None
+
+    kube.wait_until(unschedulable, timeout=30, what="Scheduled=False naming the unbound claim")
     assert kube.status("j")["phase"] == "Pending"
 
 

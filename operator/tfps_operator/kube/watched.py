@@ -56,6 +56,9 @@ class Views:
     def job_pods(self, key: JobKey) -> list[PodObs]:
         return list(self.pods.get(key, ()))
 
+    def chief(self, key: JobKey, pod_name: str) -> PodObs | None:
+        return next((p for p in self.pods.get(key, ()) if p.name == pod_name), None)
+
     def job_export_jobs(self, key: JobKey) -> list[BatchJobObs]:
         return list(self.export_jobs.get(key, ()))
 
