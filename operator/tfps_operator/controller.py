@@ -29,9 +29,11 @@ from .kube.watched import RecentWrites, Views
 from .reconcile import crashloop
 from .reconcile.machine import creation_failed, invalid_spec, reconcile
 from .reconcile.observed import observe
-from .settings import OperatorSettings
+from .settings import FINALIZER, OperatorSettings
 
 log = logging.getLogger(__name__)
+
+FINALIZER_WAIT_SECONDS = 2.0
 
 try:
     from .api.validate import validate_job as _validate
@@ -130,6 +132,7 @@ class Controller:
         key = f"{namespace}/{name}"
         state = self.jobs[key] = _JobState(asyncio.Event())
         try:
+            await self._await_finalizer(body, state, stopped)
             while not stopped:
                 state.wake.clear()
                 delay = await self.reconcile_once(namespace, name, state, body, views)
@@ -138,10 +141,25 @@ class Controller:
                 delay = min(delay, self.settings.resync_seconds)
                 if delay > 0:
                     await _sleep(delay, state.wake, stopped)
+                    if state.wake.is_set() and self.settings.settle_seconds > 0:
+                        await _sleep(self.settings.settle_seconds, asyncio.Event(), stopped)
         finally:
             if self.jobs.get(key) is state:
                 del self.jobs[key]
             metrics.set_phase(key, None)
+
+    @staticmethod
+    async def _await_finalizer(body: Mapping[str, Any], state: _JobState, stopped: Any) -> None:
+        """Kopf adds its finalizer as it starts the daemon; a status write based on the body before
+        that patch would be refused (stale resourceVersion) and cost a re-read. Wait (briefly) for
+        the watch to deliver the finalized body first."""
+        deadline = time.monotonic() + FINALIZER_WAIT_SECONDS
+        while FINALIZER not in ((body.get("metadata") or {}).get("finalizers") or ()) and not stopped:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            state.wake.clear()
+            await _sleep(left, state.wake, stopped)
 
     def _job(self, body: dict[str, Any]) -> PSTrainingJob | str:
         meta = body["metadata"]

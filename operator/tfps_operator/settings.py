@@ -66,6 +66,9 @@ class OperatorSettings:
     """Backoff bounds when the API server refuses to create a child (quota, invalid template)."""
     monitor_seconds: float = DEFAULT_MONITOR_SECONDS
     """Poll interval of the progress monitor (tfps_operator.monitor)."""
+    settle_seconds: float = 0.2
+    """After an event wakes a job's loop, wait this long so a burst of events about the job (its six
+    pods scheduled, then running) lands in one pass and one status write instead of six."""
     build: BuildConfig = field(default_factory=BuildConfig)
 
 
@@ -124,6 +127,7 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
         retry_base_seconds=float(env.get("TFPS_RETRY_BASE_SECONDS", 1)),
         retry_max_seconds=float(env.get("TFPS_RETRY_MAX_SECONDS", 300)),
         monitor_seconds=_positive("TFPS_MONITOR_SECONDS", env.get("TFPS_MONITOR_SECONDS", DEFAULT_MONITOR_SECONDS)),
+        settle_seconds=float(env.get("TFPS_SETTLE_SECONDS", 0.2)),
         build=BuildConfig(
             default_image=_first(getattr(args, "default_image", None), env.get("TFPS_DEFAULT_IMAGE"), DEFAULT_TRAINER_IMAGE),
             progress_port=int(env.get("TFPS_PROGRESS_PORT", DEFAULT_PROGRESS_PORT)),
