@@ -4,11 +4,13 @@ and their resource use read from /proc (peak RSS = VmHWM, CPU = utime + stime)."
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -18,7 +20,25 @@ from typing import Any
 from . import cluster
 
 REPO = cluster.REPO
-TFPS = REPO / ".venv" / "bin" / "tfps"
+TFPS_CACHE = Path(os.environ.get("TFPS_CACHE", Path.home() / ".cache" / "tfps"))
+
+
+def tfps_binary() -> Path:
+    """``tfps`` from a venv with the operator's base dependencies only (what operator/Dockerfile
+    installs): the dev venv also holds the test tools' ``kubernetes`` client, which Kopf imports
+    when present (about 40 MiB the shipped operator does not carry). Built once per
+    pyproject.toml + constraints.txt; the sources are installed editable, so it runs this checkout."""
+    key = hashlib.sha256((REPO / "pyproject.toml").read_bytes() + (REPO / "constraints.txt").read_bytes()).hexdigest()[:12]
+    venv = TFPS_CACHE / "operator-venv" / key
+    tfps = venv / "bin" / "tfps"
+    if not (venv / ".complete").exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "-c", str(REPO / "constraints.txt"), "-e", str(REPO)],
+                       check=True)
+        (venv / ".complete").touch()
+    return tfps
+
 TFJOB_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")   # hard-coded in training-operator (pkg/cert)
 TFJOB_SECRET = "training-operator-webhook-cert"                   # its --webhook-secret-name default
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -77,7 +97,7 @@ class OperatorProc:
             env.update({"TFPS_BIND_ADDRESS": "127.0.0.1", "TFPS_HEALTH_PORT": str(health),
                         "TFPS_METRICS_PORT": str(metrics)})
             self.health_url = f"http://127.0.0.1:{health}/healthz"
-            return [str(TFPS), "operator", "--kubeconfig", self.kubeconfig, "--namespace", self.ns,
+            return [str(tfps_binary()), "operator", "--kubeconfig", self.kubeconfig, "--namespace", self.ns,
                     *self.v.extra_args], env
         from .tfjob import binary
 

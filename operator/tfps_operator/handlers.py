@@ -48,20 +48,23 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: lo
     selector = ",".join(f"{k}={v}" for k, v in MANAGED.items())
     for resource in WATCHED_CHILDREN:
         settings.watching.label_selectors[resource] = selector
-    memo.controller = Controller(await Kube.connect(ours.kubeconfig), ours)
+    memo.controller = Controller(await Kube.connect(lambda: credentials(settings, memo)), ours)
     memo.monitor = ProgressMonitor(memo.controller.kube, ours)
     logger.info("tfps operator ready (namespaces: %s)", ", ".join(ours.namespaces) or "all")
 
 
-@kopf.on.login()
-def login(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
+def credentials(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> kopf.ConnectionInfo | None:
     """Kopf's own credential readers, without an API client library: the pod's service account,
-    else the kubeconfig (``--kubeconfig`` is exported as ``$KUBECONFIG`` by the runner)."""
+    else the kubeconfig (``--kubeconfig`` is exported as ``$KUBECONFIG`` by the runner). Used by
+    Kopf's watches and by the operator's own client alike."""
     if memo.settings.kubeconfig is None:
         info = kopf.login_with_service_account(settings=settings, **kwargs)
         if info is not None:
             return info
     return kopf.login_with_kubeconfig(settings=settings, **kwargs)
+
+
+kopf.on.login(id="login")(credentials)
 
 
 @kopf.on.cleanup()

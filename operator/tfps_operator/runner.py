@@ -29,7 +29,7 @@ log = logging.getLogger("tfps_operator")
 def _configure_logging(s: OperatorSettings) -> None:
     kopf.configure(verbose=s.verbose, log_format=kopf.LogFormat.JSON if s.log_format == "json" else kopf.LogFormat.FULL)
     logging.getLogger("tfps_operator").setLevel(logging.DEBUG if s.verbose else logging.INFO)
-    for noisy in ("aiohttp.access", "kubernetes_asyncio", "celpy"):  # whole response bodies, CEL internals
+    for noisy in ("aiohttp.access", "celpy"):  # whole response bodies, CEL internals
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

@@ -1,5 +1,10 @@
-"""A small async client for the few resources the operator touches, on ``kubernetes_asyncio``'s
-authenticated ApiClient. Objects are plain dicts (what the builders produce and the observers read).
+"""A small async client for the few resources the operator touches: aiohttp with the credentials of
+Kopf's own login (a :class:`kopf.ConnectionInfo`: TLS context and Authorization header), refreshed by
+logging in again on a 401 (a rotated service-account token). Objects are plain dicts (what the
+builders produce and the observers read).
+
+Not a generated client library on purpose: importing one (kubernetes_asyncio) costs the operator
+process about 40 MiB of model classes it never uses, and Kopf imports whichever is installed.
 
 Rules that belong to I/O, not to business logic, live here: a create that meets an existing object
 of the same owner adopts it (409 is not an error), deletes are idempotent and can be pinned to one
@@ -12,12 +17,12 @@ import json
 import logging
 import os
 import socket
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
-from kubernetes_asyncio.client.exceptions import ApiException
+import aiohttp
+import kopf
 
 from .. import metrics
 from ..api.models import GROUP, PLURAL, VERSION
@@ -60,40 +65,61 @@ def controller_uid(obj: dict[str, Any]) -> str | None:
     return None
 
 
+Login = Callable[[], "kopf.ConnectionInfo | None"]
+"""Returns fresh credentials (Kopf's login functions), or None when there are none."""
+
+
 class Kube:
-    def __init__(self, api: k8s_client.ApiClient, field_manager: str = COMPONENT):
-        self.api = api
+    def __init__(self, login: Login, field_manager: str = COMPONENT):
+        self.login = login
         self.field_manager = field_manager
         self.instance = os.environ.get("POD_NAME") or socket.gethostname()
+        self._session: aiohttp.ClientSession | None = None
+        self._server = ""
 
     @classmethod
-    async def connect(cls, kubeconfig: str | None = None) -> "Kube":
-        """In-cluster credentials in a pod, else the kubeconfig (``kubeconfig`` or ``$KUBECONFIG``)."""
-        if os.environ.get("KUBERNETES_SERVICE_HOST") and not kubeconfig:
-            k8s_config.load_incluster_config()
-        else:
-            await k8s_config.load_kube_config(config_file=kubeconfig)
-        return cls(k8s_client.ApiClient())
+    async def connect(cls, login: Login) -> "Kube":
+        kube = cls(login)
+        kube._open()
+        return kube
+
+    def _open(self) -> None:
+        info = self.login()
+        if info is None:
+            raise kopf.LoginError("no Kubernetes credentials: neither a service account nor a kubeconfig")
+        headers = {**info.as_http_headers(), "User-Agent": f"{COMPONENT}/{self.instance[:64]}",
+                   "Accept": "application/json"}
+        self._server = info.server.rstrip("/")
+        # trust_env=False: never through a proxy from the environment; limit: concurrent requests.
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100, ssl=info.as_ssl_context()),
+                                              headers=headers, trust_env=False)
 
     async def close(self) -> None:
-        await self.api.close()
+        if self._session is not None:
+            await self._session.close()
 
     async def request(self, verb: str, path: str, *, what: str, query: list[tuple[str, Any]] | None = None,
                       body: Any = None, content_type: str = "application/json") -> Any:
-        try:
-            return await self.api.call_api(
-                path, verb, query_params=query or [], body=body,
-                header_params={"Content-Type": content_type, "Accept": "application/json"},
-                response_types_map={200: "object", 201: "object", 202: "object"},
-                auth_settings=["BearerToken"], _return_http_data_only=True,
-            )
-        except ApiException as exc:
+        data = None if body is None else json.dumps(body)
+        for attempt in (1, 2):
+            assert self._session is not None
+            async with self._session.request(verb, self._server + path, params=query or None, data=data,
+                                             headers={"Content-Type": content_type}) as resp:
+                raw = await resp.read()
+                status, reason = resp.status, resp.reason or ""
+            if status == 401 and attempt == 1:  # a rotated token: log in again, once
+                await self.close()
+                self._open()
+                continue
+            break
+        if status >= 400:
             try:
-                message = json.loads(exc.body or "{}").get("message") or exc.reason
-            except (TypeError, ValueError):
-                message = str(exc.body or exc.reason)
-            metrics.API_ERRORS.labels(verb=verb.lower(), code=str(exc.status)).inc()
-            raise ApiError(exc.status, str(exc.reason), str(message), verb, what) from None
+                message = json.loads(raw or b"{}").get("message") or reason
+            except (TypeError, ValueError, AttributeError):
+                message = raw.decode(errors="replace")[:500] or reason
+            metrics.API_ERRORS.labels(verb=verb.lower(), code=str(status)).inc()
+            raise ApiError(status, reason, str(message), verb, what)
+        return json.loads(raw) if raw else None
 
     # --- reads ----------------------------------------------------------------------------------
 
