@@ -24,7 +24,7 @@ from . import metrics
 from .api.models import PSTrainingJob, PSTrainingJobStatus
 from .build import names
 from .kube.client import ApiError, Kube
-from .kube.executor import execute, post_events, status_patch
+from .kube.executor import execute, minor_status_change, post_events, status_patch
 from .kube.watched import RecentWrites, Views
 from .reconcile import crashloop
 from .reconcile.machine import creation_failed, invalid_spec, reconcile
@@ -91,6 +91,8 @@ class _JobState:
     written: dict[str, Any] | None = None
     """The job as our last status write (or a re-read after a conflict) returned it, until the watch
     delivers a body at least as new."""
+    last_status_write: float = float("-inf")
+    """monotonic() of our last status write."""
 
     def freshest(self, live: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """The newer of the watch's body and our own last write. A shallow copy: Kopf replaces the
@@ -219,7 +221,13 @@ class Controller:
                 existing = state.recent.existing(views.job_children(job_key), meta.get("uid"))
             observed = observe(state.recent.pods(views.job_pods(job_key)), export, existing)
             plan = reconcile(job, current, observed, t, self.settings.build, state.hold(t))
+        if not plan.actions and not plan.events and minor_status_change(current, plan.status):
+            wait = state.last_status_write + self.settings.status_interval_seconds - time.monotonic()
+            if wait > 0:  # only counts moved: write them with the next change, or in `wait` seconds
+                return wait if plan.requeue_after is None else min(wait, plan.requeue_after)
         outcome = await execute(self.kube, body, current, plan)
+        if outcome.status_written:
+            state.last_status_write = time.monotonic()
         for obj in outcome.created:
             state.recent.record_create(obj)
         for uid in outcome.deleted:

@@ -26,11 +26,23 @@ from .settings import OperatorSettings, from_args
 log = logging.getLogger("tfps_operator")
 
 
+class _QuietWakeups(logging.Filter):
+    """Drops Kopf's "Handler 'pod_event' succeeded." lines: the wake-up handlers run for every event
+    about every child (thousands a minute on a busy cluster) and do nothing worth a line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO or not isinstance(record.msg, str):
+            return True
+        return not (record.msg.startswith("Handler '") and record.msg.endswith("_event' succeeded."))
+
+
 def _configure_logging(s: OperatorSettings) -> None:
     kopf.configure(verbose=s.verbose, log_format=kopf.LogFormat.JSON if s.log_format == "json" else kopf.LogFormat.FULL)
     logging.getLogger("tfps_operator").setLevel(logging.DEBUG if s.verbose else logging.INFO)
     for noisy in ("aiohttp.access", "celpy"):  # whole response bodies, CEL internals
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    if not s.verbose:
+        logging.getLogger("kopf.objects").addFilter(_QuietWakeups())
 
 
 def kopf_kwargs(s: OperatorSettings) -> dict[str, Any]:

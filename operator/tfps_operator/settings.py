@@ -69,6 +69,9 @@ class OperatorSettings:
     settle_seconds: float = 0.2
     """After an event wakes a job's loop, wait this long so a burst of events about the job (its six
     pods scheduled, then running) lands in one pass and one status write instead of six."""
+    status_interval_seconds: float = 2.0
+    """A status change that is only counts or wording (pods scheduled one by one) is written at most
+    this often; a phase, condition or restart change is written at once."""
     build: BuildConfig = field(default_factory=BuildConfig)
 
 
@@ -128,6 +131,7 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
         retry_max_seconds=float(env.get("TFPS_RETRY_MAX_SECONDS", 300)),
         monitor_seconds=_positive("TFPS_MONITOR_SECONDS", env.get("TFPS_MONITOR_SECONDS", DEFAULT_MONITOR_SECONDS)),
         settle_seconds=float(env.get("TFPS_SETTLE_SECONDS", 0.2)),
+        status_interval_seconds=float(env.get("TFPS_STATUS_INTERVAL_SECONDS", 2.0)),
         build=BuildConfig(
             default_image=_first(getattr(args, "default_image", None), env.get("TFPS_DEFAULT_IMAGE"), DEFAULT_TRAINER_IMAGE),
             progress_port=int(env.get("TFPS_PROGRESS_PORT", DEFAULT_PROGRESS_PORT)),

@@ -171,3 +171,41 @@ def test_existing_children_are_only_those_this_job_controls():
     assert recent.existing(indexed, UID) == {"Service/j-workers"}
     recent.record_create({**ours, "kind": "PersistentVolumeClaim", "metadata": {**ours["metadata"], "name": "j-data"}})
     assert recent.existing(indexed, UID) == {"Service/j-workers", "PersistentVolumeClaim/j-data"}
+
+
+# --- status writes: counts wait, transitions do not -------------------------------------------------
+
+def test_only_counts_and_wording_count_as_a_minor_status_change():
+    from tfps_operator.api.models import PSTrainingJobStatus
+    from tfps_operator.kube.executor import minor_status_change
+
+    def st(**kw: Any) -> PSTrainingJobStatus:
+        base = {"phase": "Pending", "workers": "0/2", "replicaStatuses": {"worker": {"active": 2}},
+                "conditions": [{"type": "Scheduled", "status": "False", "reason": "Scheduling", "message": "2 pods"}]}
+        return PSTrainingJobStatus.model_validate({**base, **kw})
+
+    assert not minor_status_change(st(), st())  # no change at all
+    assert minor_status_change(st(), st(workers="1/2", replicaStatuses={"worker": {"active": 2, "ready": 1}}))
+    assert minor_status_change(st(), st(conditions=[{"type": "Scheduled", "status": "False", "reason": "Scheduling",
+                                                     "message": "1 pod"}]))
+    assert not minor_status_change(st(), st(phase="Running"))
+    assert not minor_status_change(st(), st(conditions=[{"type": "Scheduled", "status": "True", "reason": "AllScheduled"}]))
+    assert not minor_status_change(st(), st(restarts=1))
+
+
+def test_a_pass_that_only_moves_counts_right_after_a_write_defers_it():
+    import dataclasses
+
+    kube = RecordingKube(job_body())
+    controller = Controller(kube, dataclasses.replace(SETTINGS, status_interval_seconds=60.0))  # type: ignore[arg-type]
+    state = _JobState(asyncio.Event())
+    one_pass(controller, state, job_body(), empty_views())   # Pending, children created
+    one_pass(controller, state, job_body(), empty_views())   # Created=True: a transition, written
+    scheduled = [dataclasses.replace(p, scheduled=True) for p in state.recent.pods([])][:1]
+    kube.calls.clear()
+    views = Views(pods={("team-a", "mnist"): scheduled}, export_jobs={}, children=({},))
+    delay = one_pass(controller, state, job_body(), views)
+    assert kube.calls == [] and 0 < delay <= 60.0   # one pod scheduled: only the Scheduled message moved
+    state.last_status_write -= 61.0
+    one_pass(controller, state, job_body(), views)
+    assert kube.calls == [("PATCH", "status", "mnist")]

@@ -31,6 +31,24 @@ def status_patch(status: PSTrainingJobStatus) -> dict[str, Any]:
     return {f: wire.get(f) for f in fields}
 
 
+SIGNIFICANT_STATUS_FIELDS = ("phase", "restarts", "observedGeneration", "startTime", "completionTime", "export",
+                             "checkpoint")
+
+
+def minor_status_change(old: PSTrainingJobStatus, new: PSTrainingJobStatus) -> bool:
+    """True when ``new`` differs from ``old`` only in counts and wording: ``replicaStatuses``,
+    ``workers``, a condition's message (same conditions, statuses and reasons). Such a change can
+    wait a moment and be written together with the next one."""
+    a, b = status_patch(old), status_patch(new)
+    if a == b or any(a.get(k) != b.get(k) for k in SIGNIFICANT_STATUS_FIELDS):
+        return False
+
+    def shape(conds: Any) -> list[tuple[Any, ...]]:
+        return sorted((c.get("type"), c.get("status"), c.get("reason")) for c in conds or [])
+
+    return shape(a.get("conditions")) == shape(b.get("conditions"))
+
+
 def _has_alias(wire_name: str) -> bool:
     return any(fld.alias == wire_name for fld in PSTrainingJobStatus.model_fields.values())
 
@@ -69,6 +87,8 @@ async def execute(kube: Kube, body: Mapping[str, Any], current: PSTrainingJobSta
     # Children are independent of each other: create and delete them concurrently (bounded), the
     # job itself (TTL) last.
     limit = asyncio.Semaphore(CONCURRENCY)
+    made: list[str] = []
+    adopted: list[str] = []
 
     async def one(action: Create | Delete | DeletePods) -> None:
         async with limit:
@@ -80,8 +100,7 @@ async def execute(kube: Kube, body: Mapping[str, Any], current: PSTrainingJobSta
                 try:
                     obj, created = await kube.create_or_adopt(action.manifest)
                     out.created.append(obj)
-                    if created:
-                        log.info("created %s in %s", action.key, ns)
+                    (made if created else adopted).append(action.key)
                 except ApiError as exc:
                     log.warning("could not create %s in %s: %s", action.key, ns, exc.message)
                     out.create_failures[action.key] = exc.message
@@ -93,6 +112,9 @@ async def execute(kube: Kube, body: Mapping[str, Any], current: PSTrainingJobSta
                 log.info("deleted %s in %s", action.key, ns)
 
     await asyncio.gather(*(one(a) for a in plan.actions if isinstance(a, (Create, Delete, DeletePods))))
+    for verb, keys in (("created", made), ("adopted", adopted)):
+        if keys:  # one line per pass, not per child
+            log.info("%s/%s: %s %s", ns, name, verb, ", ".join(sorted(keys)))
     for action in plan.actions:
         if isinstance(action, DeleteOwner) and await kube.delete("PSTrainingJob", ns, name, action.uid):
             log.info("deleted PSTrainingJob %s/%s (ttlSecondsAfterFinished)", ns, name)
