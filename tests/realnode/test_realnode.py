@@ -196,12 +196,16 @@ def test_quickstart_trains_checkpoints_and_exports_on_real_pods(operated, realno
     no_image_pulls(kube.core, kube.ns)
     print(f"\nquickstart on the real node: pods Running after {t_running:.0f}s, Succeeded after {t_done:.0f}s")
     if status_step != steps:
-        # Found on the real node: the progress monitor polls the chief only while the job is Running, so a
-        # job that trains faster than one poll interval ends with status.checkpoint naming an earlier
-        # checkpoint (100 of 300) or none at all, although ckpt-300 exists and was exported. Needs an
-        # operator-side fix (e.g. one last poll, or the chief's termination message, on completion).
-        pytest.xfail(f"status.checkpoint.step {status_step} != final checkpoint {steps} "
-                     "(monitor stops polling when the job leaves Running)")
+        chief = kube.trainer_pods("quickstart").get(names.pod_name("quickstart", "chief", 0), {})
+        message = [cs["state"]["terminated"].get("message") for cs in chief.get("status", {}).get("containerStatuses") or []
+                   if (cs.get("state") or {}).get("terminated")]
+        # Found on the real node (still open): the operator takes the final checkpoint from the chief's success
+        # summary (a8062a9), but parse_success() matches only a line that STARTS with "completed step ...", while
+        # tfps_trainer.__main__ writes "tfps-trainer chief/0: completed step ..." to the termination log, so a job
+        # that trains within one progress poll (this one: 300 steps in seconds) ends Succeeded without
+        # status.checkpoint. Remove this branch once the operator reads the prefixed line.
+        pytest.xfail(f"status.checkpoint.step {status_step} != final checkpoint {steps}; "
+                     f"chief's termination message {message!r}")
 
 
 def chief_log_steps(ns: str, marker: str) -> list[int]:
