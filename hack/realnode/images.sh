@@ -79,7 +79,8 @@ pause_dir() { echo "$IMG/pause-$(key "$HERE/pause.c" <(declare -f build_pause pa
 busybox_dir() { echo "$IMG/busybox-deb12"; }
 debian_dir() { echo "$IMG/debian-bookworm-py-$(key <(declare -f build_debian) <(echo "$DEBIAN_MIRROR"))"; }
 trainer_base_dir() {
-  echo "$IMG/trainer-base-$(key "$REPO/pyproject.toml" "$REPO/constraints.txt" <(declare -f build_trainer_base in_root pack_layout) <(debian_dir))"
+  echo "$IMG/trainer-base-$(key <(trainer_requirements) "$REPO/constraints.txt" \
+    <(declare -f build_trainer_base trainer_requirements in_root pack_layout) <(debian_dir))"
 }
 # trainer_dir SRC: SRC holds the staged sources (trainer_sources)
 trainer_dir() {
@@ -101,18 +102,13 @@ in_root() {
 # changes), kept twice: rootfs/ (the lower layer the sources are installed over) and oci/ (an OCI layout
 # whose image `img` is that rootfs as ONE gzip layer, packed once per base key).
 build_trainer_base() {
-  local deb k dir; deb=$(build_debian)
-  k=$(key "$REPO/pyproject.toml" "$REPO/constraints.txt" <(declare -f build_trainer_base in_root pack_layout) <(echo "$deb")); dir=$IMG/trainer-base-$k
+  local deb dir; deb=$(build_debian); dir=$(trainer_base_dir)
   if [[ ! -f $dir/.complete ]]; then
     log "building the trainer base ($dir): venv + pinned deps on $deb"
     rm -rf "$dir"; mkdir -p "$dir"; cp -a "$deb/rootfs" "$dir/rootfs"
-    mkdir -p "$dir/rootfs/src"; cp "$REPO/pyproject.toml" "$REPO/constraints.txt" "$dir/rootfs/src/"
+    mkdir -p "$dir/rootfs/src"; cp "$REPO/constraints.txt" "$dir/rootfs/src/"
     # Only the dependencies here (the package itself goes in build_trainer, keyed by the sources).
-    python3 - "$REPO/pyproject.toml" >"$dir/rootfs/src/requirements.txt" <<'PY'
-import sys, tomllib
-p = tomllib.load(open(sys.argv[1], "rb"))["project"]
-print("\n".join(p.get("dependencies", []) + p["optional-dependencies"]["trainer"]))
-PY
+    trainer_requirements >"$dir/rootfs/src/requirements.txt"
     in_root "$dir/rootfs" python3 -m venv /opt/tfps
     in_root "$dir/rootfs" pip install -q -c /src/constraints.txt -r /src/requirements.txt >"$dir/pip.log" 2>&1 \
       || { tail -20 "$dir/pip.log" >&2; die "pip install of the trainer deps failed"; }
@@ -123,6 +119,16 @@ PY
     touch "$dir/.complete"
   fi
   echo "$dir"
+}
+
+# trainer_requirements: the trainer's dependencies (the project's + the `trainer` extra) from pyproject.toml,
+# one per line. The base is keyed by these and constraints.txt, not by the rest of pyproject.toml.
+trainer_requirements() {
+  python3 - "$REPO/pyproject.toml" <<'PY'
+import sys, tomllib
+p = tomllib.load(open(sys.argv[1], "rb"))["project"]
+print("\n".join(p.get("dependencies", []) + p["optional-dependencies"]["trainer"]))
+PY
 }
 
 # pack_layout ROOTFS LAYOUT: an OCI layout whose image `img` has ROOTFS as its only layer (no config yet).
@@ -145,7 +151,6 @@ trainer_sources() {
 # a wheel build, a pip install and a layer of a few hundred KB, not a re-pack of the 2.5 GB base.
 build_trainer() {
   local base dir src; base=$(build_trainer_base)
-  [[ $base == "$(trainer_base_dir)" ]] || die "trainer_base_dir ($(trainer_base_dir)) disagrees with build_trainer_base ($base)"
   src=$(mktemp -d "$IMG/src.XXXXXX"); trainer_sources "$src"
   dir=$(trainer_dir "$src")
   if [[ ! -f $dir/image.tar ]]; then
@@ -166,7 +171,7 @@ build_trainer() {
     skopeo copy --quiet "oci:$lay:img" "docker-archive:$dir/image.tar.tmp:$TRAINER_REF" >&2
     mv "$dir/image.tar.tmp" "$dir/image.tar"
     rm -rf "$lay" "$dir/upper" "$dir/work"
-    prune trainer- 3 "$dir"
+    prune trainer- 3 "$dir"; prune trainer-base- 2 "$base"
   fi
   rm -rf "$src"
   echo "$dir/image.tar"
