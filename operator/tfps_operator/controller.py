@@ -24,16 +24,19 @@ from . import metrics
 from .api.models import PSTrainingJob, PSTrainingJobStatus
 from .build import names
 from .kube.client import ApiError, Kube
-from .kube.executor import execute, minor_status_change, post_events, status_patch
+from .kube.executor import Outcome, execute, minor_status_change, post_events, status_patch
 from .kube.watched import RecentWrites, Views
 from .reconcile import crashloop
 from .reconcile.machine import creation_failed, invalid_spec, reconcile
+from .reconcile.plan import Plan
 from .reconcile.observed import observe
 from .settings import FINALIZER, OperatorSettings
 
 log = logging.getLogger(__name__)
 
-FINALIZER_WAIT_SECONDS = 2.0
+FINALIZER_WAIT_SECONDS = 10.0
+"""Upper bound on waiting for the watch to echo Kopf's finalizer (see ``_await_finalizer``); under
+load (hundreds of jobs created at once) the echo takes seconds."""
 
 try:
     from .api.validate import validate_job as _validate
@@ -135,6 +138,7 @@ class Controller:
         state = self.jobs[key] = _JobState(asyncio.Event())
         try:
             await self._await_finalizer(body, state, stopped)
+            settle = self.settings.settle_seconds
             while not stopped:
                 state.wake.clear()
                 delay = await self.reconcile_once(namespace, name, state, body, views)
@@ -142,9 +146,12 @@ class Controller:
                     return
                 delay = min(delay, self.settings.resync_seconds)
                 if delay > 0:
+                    done = time.monotonic()
                     await _sleep(delay, state.wake, stopped)
-                    if state.wake.is_set() and self.settings.settle_seconds > 0:
-                        await _sleep(self.settings.settle_seconds, asyncio.Event(), stopped)
+                    # An event after a quiet spell is acted on at once (a chief's exit); one that
+                    # follows the last pass closely is likely part of a burst: let the rest land.
+                    if state.wake.is_set() and settle > 0 and time.monotonic() - done < settle:
+                        await _sleep(settle, asyncio.Event(), stopped)
         finally:
             if self.jobs.get(key) is state:
                 del self.jobs[key]
@@ -199,33 +206,24 @@ class Controller:
         s = self.settings
         return min(s.retry_max_seconds, s.retry_base_seconds * 2 ** (state.create_failures - 1))
 
-    async def _reconcile(self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any],
-                         views: Views) -> float | None:
-        body = state.freshest(live)
-        if body is None or body["metadata"].get("deletionTimestamp"):
-            return None
-        meta = body["metadata"]
-        current = parse_status(body.get("status"))
+    def _decide(self, namespace: str, name: str, state: _JobState, body: dict[str, Any],
+                current: PSTrainingJobStatus, views: Views, t: datetime) -> Plan:
+        """The pure decision on what the indexes and our unechoed writes show."""
         job = self._job(body)
-        t = now()
-        state.recent.expire()
         if isinstance(job, str):
-            plan = invalid_spec(current, meta.get("generation"), job, t)
-        else:
-            job_key = (namespace, name)
-            export = None
-            if current.phase == "Exporting":
-                export = state.recent.export_job(views.job_export_jobs(job_key), names.export_job_name(name))
-            existing: set[str] = set()
-            if current.phase not in ("Succeeded", "Failed"):
-                existing = state.recent.existing(views.job_children(job_key), meta.get("uid"))
-            observed = observe(state.recent.pods(views.job_pods(job_key)), export, existing)
-            plan = reconcile(job, current, observed, t, self.settings.build, state.hold(t))
-        if not plan.actions and not plan.events and minor_status_change(current, plan.status):
-            wait = state.last_status_write + self.settings.status_interval_seconds - time.monotonic()
-            if wait > 0:  # only counts moved: write them with the next change, or in `wait` seconds
-                return wait if plan.requeue_after is None else min(wait, plan.requeue_after)
-        outcome = await execute(self.kube, body, current, plan)
+            return invalid_spec(current, body["metadata"].get("generation"), job, t)
+        job_key = (namespace, name)
+        export = None
+        if current.phase == "Exporting":
+            export = state.recent.export_job(views.job_export_jobs(job_key), names.export_job_name(name))
+        existing: set[str] = set()
+        if current.phase not in ("Succeeded", "Failed"):
+            existing = state.recent.existing(views.job_children(job_key), body["metadata"].get("uid"))
+        observed = observe(state.recent.pods(views.job_pods(job_key)), export, existing)
+        return reconcile(job, current, observed, t, self.settings.build, state.hold(t))
+
+    @staticmethod
+    def _remember(state: _JobState, outcome: Outcome) -> None:
         if outcome.status_written:
             state.last_status_write = time.monotonic()
         for obj in outcome.created:
@@ -234,6 +232,35 @@ class Controller:
             state.recent.record_delete(uid)
         if outcome.written is not None:
             state.written = outcome.written
+
+    async def _reconcile(self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any],
+                         views: Views) -> float | None:
+        body = state.freshest(live)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return None
+        meta = body["metadata"]
+        current = parse_status(body.get("status"))
+        t = now()
+        state.recent.expire()
+        plan = self._decide(namespace, name, state, body, current, views, t)
+        acted = bool(plan.actions)
+        outcome: Outcome | None = None
+        if current.phase is None and plan.creates():
+            # A brand-new job: nothing is counted yet (no restart to make durable first), so its
+            # children may go before its first status, which then reports them: one write, not two.
+            outcome = await execute(self.kube, body, current, Plan(status=current, actions=list(plan.actions)))
+            self._remember(state, outcome)
+            if not outcome.create_failures:
+                plan, outcome = self._decide(namespace, name, state, body, current, views, t), None
+        if outcome is None:
+            if not plan.actions and not plan.events and minor_status_change(current, plan.status):
+                wait = state.last_status_write + self.settings.status_interval_seconds - time.monotonic()
+                if wait > 0:  # only progress moved: write it with the next change, or in `wait` seconds
+                    return wait if plan.requeue_after is None else min(wait, plan.requeue_after)
+            outcome = await execute(self.kube, body, current, plan)
+            self._remember(state, outcome)
+        else:  # children failed before any status: report them with the plan's own status and Events
+            await post_events(self.kube, body, plan.events)
         if outcome.conflict:
             # The job changed since the body we hold (the watch is behind): read it once, decide again.
             state.written = await self.kube.get("PSTrainingJob", namespace, name)
@@ -259,7 +286,7 @@ class Controller:
                 await post_events(self.kube, body, [event])
             return self._backoff(state)
         state.create_failures = 0
-        if any(a for a in plan.actions):
+        if acted or plan.actions:
             # Our own writes will come back as events; look again soon in case they do not.
             return min(plan.requeue_after or self.settings.resync_seconds, 5.0)
         return plan.requeue_after if plan.requeue_after is not None else self.settings.resync_seconds

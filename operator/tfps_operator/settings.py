@@ -67,8 +67,9 @@ class OperatorSettings:
     monitor_seconds: float = DEFAULT_MONITOR_SECONDS
     """Poll interval of the progress monitor (tfps_operator.monitor)."""
     settle_seconds: float = 0.2
-    """After an event wakes a job's loop, wait this long so a burst of events about the job (its six
-    pods scheduled, then running) lands in one pass and one status write instead of six."""
+    """When an event wakes a job's loop within this long of its last pass, wait this long first, so a
+    burst of events about the job (its six pods scheduled, then running) lands in one pass and one
+    status write instead of six. An event after a quiet spell is acted on at once."""
     status_interval_seconds: float = 2.0
     """A status change that is only counts or wording (pods scheduled one by one) is written at most
     this often; a phase, condition or restart change is written at once."""

@@ -85,17 +85,40 @@ def test_a_new_job_is_built_without_a_single_read_and_a_second_pass_creates_noth
     created = sorted(f"{c[1]}/{c[2]}" for c in kube.calls if c[0] == "POST" and c[1] != "Event")
     assert created == ["NetworkPolicy/mnist", "Pod/mnist-chief-0", "Pod/mnist-ps-0", "Pod/mnist-worker-0",
                        "Pod/mnist-worker-1", "Service/mnist"], created
-    assert kube.calls[0] == ("PATCH", "status", "mnist")  # the status (Pending) is durable before any child
+    # A brand-new job: children first, then ONE status write that already reports them.
+    assert [c for c in kube.calls if c[0] == "PATCH"] == [("PATCH", "status", "mnist")]
+    assert kube.calls.index(("PATCH", "status", "mnist")) == 6
+    assert kube.job["status"]["phase"] == "Pending" and kube.job["status"]["replicaStatuses"]["worker"]["active"] == 2
+    assert {c["type"]: c["status"] for c in kube.job["status"]["conditions"]}["Created"] == "True"
+    assert ("POST", "Event", "Accepted") in kube.calls
 
-    # The watch has echoed nothing yet and the live body is still the old one: the next passes must
-    # not create again; they report the created children once (from our own writes), then rest.
-    kube.calls.clear()
-    one_pass(controller, state, job_body(), empty_views())
-    assert kube.calls == [("PATCH", "status", "mnist")]
-    assert kube.job["status"]["replicaStatuses"]["worker"]["active"] == 2
+    # The watch has echoed nothing yet and the live body is still the old one: the next pass must
+    # neither create again nor write again.
     kube.calls.clear()
     one_pass(controller, state, job_body(), empty_views())
     assert kube.calls == []
+
+
+def test_a_restart_is_durable_before_its_pods_are_recreated():
+    """Only a brand-new job's children may precede its status: a restart is counted first."""
+    kube = RecordingKube(job_body())
+    controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
+    state = _JobState(asyncio.Event())
+    one_pass(controller, state, job_body(), empty_views())
+    import dataclasses
+
+    pods = state.recent.pods([])
+    ps = next(p for p in pods if p.role == "ps")
+    failed = [dataclasses.replace(p, phase="Failed", exit_code=1) if p.name == ps.name else
+              dataclasses.replace(p, phase="Running", scheduled=True, ready=True) for p in pods]
+    running = dict(kube.job["status"], phase="Running")
+    kube.calls.clear()
+    views = Views(pods={("team-a", "mnist"): failed}, export_jobs={}, children=({},))
+    state.written = None
+    one_pass(controller, state, {**kube.job, "status": running}, views)
+    writes = [c for c in kube.calls if c[0] in ("PATCH", "DELETE", "POST") and c[1] != "Event"]
+    assert writes and writes[0] == ("PATCH", "status", "mnist"), writes
+    assert kube.job["status"]["restarts"] == 1
 
 
 def test_a_refused_status_write_reads_the_job_once_and_decides_again_from_it():
@@ -103,10 +126,10 @@ def test_a_refused_status_write_reads_the_job_once_and_decides_again_from_it():
     controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
     state = _JobState(asyncio.Event())
     assert one_pass(controller, state, job_body(), empty_views()) == 0.0
-    assert kube.calls == [("PATCH", "status", "mnist"), ("GET", "PSTrainingJob", "mnist")]
+    assert kube.calls[-2:] == [("PATCH", "status", "mnist"), ("GET", "PSTrainingJob", "mnist")]
     kube.calls.clear()
     one_pass(controller, state, job_body(), empty_views())  # live body still stale: the re-read wins
-    assert kube.calls[0] == ("PATCH", "status", "mnist") and ("GET", "PSTrainingJob", "mnist") not in kube.calls
+    assert kube.calls == [("PATCH", "status", "mnist"), ("POST", "Event", "Accepted")]  # no child created twice
 
 
 def test_the_live_body_wins_once_it_is_as_new_as_our_write():
@@ -189,7 +212,11 @@ def test_only_counts_and_wording_count_as_a_minor_status_change():
     assert minor_status_change(st(), st(conditions=[{"type": "Scheduled", "status": "False", "reason": "Scheduling",
                                                      "message": "1 pod"}]))
     assert not minor_status_change(st(), st(phase="Running"))
-    assert not minor_status_change(st(), st(conditions=[{"type": "Scheduled", "status": "True", "reason": "AllScheduled"}]))
+    # all pods scheduled is progress, not news; a scheduling problem is news
+    assert minor_status_change(st(), st(conditions=[{"type": "Scheduled", "status": "True", "reason": "AllPodsScheduled"}]))
+    assert not minor_status_change(st(), st(conditions=[{"type": "Scheduled", "status": "False", "reason": "Unschedulable",
+                                                         "message": "0/2 nodes"}]))
+    assert not minor_status_change(st(), st(conditions=[{"type": "Created", "status": "False", "reason": "CreateFailed"}]))
     assert not minor_status_change(st(), st(restarts=1))
 
 
@@ -199,8 +226,7 @@ def test_a_pass_that_only_moves_counts_right_after_a_write_defers_it():
     kube = RecordingKube(job_body())
     controller = Controller(kube, dataclasses.replace(SETTINGS, status_interval_seconds=60.0))  # type: ignore[arg-type]
     state = _JobState(asyncio.Event())
-    one_pass(controller, state, job_body(), empty_views())   # Pending, children created
-    one_pass(controller, state, job_body(), empty_views())   # Created=True: a transition, written
+    one_pass(controller, state, job_body(), empty_views())   # children created, then Pending + Created=True
     scheduled = [dataclasses.replace(p, scheduled=True) for p in state.recent.pods([])][:1]
     kube.calls.clear()
     views = Views(pods={("team-a", "mnist"): scheduled}, export_jobs={}, children=({},))

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..api.models import PSTrainingJobStatus
+from ..reconcile.conditions import SCHEDULED
 from ..reconcile.plan import Create, Delete, DeleteOwner, DeletePods, Event, Plan
 from .client import ApiError, ChildConflict, Kube
 
@@ -36,17 +37,22 @@ SIGNIFICANT_STATUS_FIELDS = ("phase", "restarts", "observedGeneration", "startTi
 
 
 def minor_status_change(old: PSTrainingJobStatus, new: PSTrainingJobStatus) -> bool:
-    """True when ``new`` differs from ``old`` only in counts and wording: ``replicaStatuses``,
-    ``workers``, a condition's message (same conditions, statuses and reasons). Such a change can
-    wait a moment and be written together with the next one."""
+    """True when ``new`` differs from ``old`` only in progress on the way to Running: counts
+    (``replicaStatuses``, ``workers``), a condition's wording, or ``Scheduled`` turning True. Such a
+    change can wait a moment and be written with the next one. Phases, restarts, problems
+    (a condition turning False or changing reason) and everything else are written at once."""
     a, b = status_patch(old), status_patch(new)
     if a == b or any(a.get(k) != b.get(k) for k in SIGNIFICANT_STATUS_FIELDS):
         return False
 
-    def shape(conds: Any) -> list[tuple[Any, ...]]:
-        return sorted((c.get("type"), c.get("status"), c.get("reason")) for c in conds or [])
+    def shape(conds: Any) -> dict[Any, tuple[Any, ...]]:
+        return {c.get("type"): (c.get("status"), c.get("reason")) for c in conds or []}
 
-    return shape(a.get("conditions")) == shape(b.get("conditions"))
+    before, after = shape(a.get("conditions")), shape(b.get("conditions"))
+    if before.get(SCHEDULED) != after.get(SCHEDULED) and (after.get(SCHEDULED) or ("",))[0] == "True":
+        before.pop(SCHEDULED, None)
+        after.pop(SCHEDULED, None)
+    return before == after
 
 
 def _has_alias(wire_name: str) -> bool:
