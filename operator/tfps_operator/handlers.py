@@ -76,6 +76,7 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
 
 
 # --- indexes: what the loops read instead of the API server ----------------------------------------
+# Coroutines on purpose: Kopf runs a plain function handler in a thread pool, a hop per event.
 
 def _key(namespace: str | None, labels: dict[str, str]) -> JobKey | None:
     job = labels.get(L.JOB_NAME)
@@ -83,33 +84,33 @@ def _key(namespace: str | None, labels: dict[str, str]) -> JobKey | None:
 
 
 @kopf.index("", "v1", "pods", labels=MANAGED)
-def pods_by_job(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, PodObs] | None:
+async def pods_by_job(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, PodObs] | None:
     key = _key(namespace, labels)
     return {key: pod_obs(body)} if key else None
 
 
 @kopf.index("batch", "v1", "jobs", labels=MANAGED)
-def export_jobs_by_job(namespace: str, labels: dict[str, str], body: kopf.Body,
+async def export_jobs_by_job(namespace: str, labels: dict[str, str], body: kopf.Body,
                        **_: Any) -> dict[JobKey, BatchJobObs] | None:
     key = _key(namespace, labels)
     return {key: batch_job_obs(body)} if key else None
 
 
 @kopf.index("", "v1", "services", labels=MANAGED)
-def services_by_job(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, ChildRef] | None:
+async def services_by_job(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, ChildRef] | None:
     key = _key(namespace, labels)
     return {key: child_ref("Service", body)} if key else None
 
 
 @kopf.index("networking.k8s.io", "v1", "networkpolicies", labels=MANAGED)
-def network_policies_by_job(namespace: str, labels: dict[str, str], body: kopf.Body,
+async def network_policies_by_job(namespace: str, labels: dict[str, str], body: kopf.Body,
                             **_: Any) -> dict[JobKey, ChildRef] | None:
     key = _key(namespace, labels)
     return {key: child_ref("NetworkPolicy", body)} if key else None
 
 
 @kopf.index("", "v1", "persistentvolumeclaims", labels=MANAGED)
-def claims_by_job(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, ChildRef] | None:
+async def claims_by_job(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, ChildRef] | None:
     key = _key(namespace, labels)
     return {key: child_ref("PersistentVolumeClaim", body)} if key else None
 
