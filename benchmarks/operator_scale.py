@@ -165,7 +165,16 @@ def run_one(api: Any, kubeconfigs: dict[str, str], v: Variant, n: int, rep: int,
         lat = [obs.job_state[(j, "Succeeded")] - t for j, t in patched.items() if (j, "Succeeded") in obs.job_state]
         out["status_latency_s"] = {"p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat, default=None),
                                    "count": len(lat), "patch_rate_per_s": patch_rate}
-        time.sleep(2.0)   # the operator's follow-up work (cleanPodPolicy deletes) lands in the counts
+        # cleanPodPolicy Running: both operators delete every PS and worker pod of a finished job. Stop
+        # the operator only once that is done, so its whole work is counted (TFJob at its default QPS
+        # is still deleting minutes after its jobs say Succeeded).
+        servers = [p for p in obs.pod_added if not p.endswith("-chief-0")]
+        t_s = time.time()
+        if not obs.wait(lambda: all(p in obs.pod_deleted for p in servers), timeout):
+            out["notes"].append(f"{sum(p in obs.pod_deleted for p in servers)}/{len(servers)} PS/worker pods "
+                                f"deleted after {timeout:.0f}s")
+        out["cleanup_after_succeeded_s"] = round(time.time() - t_s, 2)
+        time.sleep(2.0)   # the operator's follow-up work (its last Events, Service deletes) lands in the counts
         final = op.stats()
         out["peak_rss_mib"] = round(final["peak_rss_mib"], 1)
         out["cpu_s"] = round(final["cpu_s"], 2)

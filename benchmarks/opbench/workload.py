@@ -67,6 +67,8 @@ class Observer:
         self.pod_job: dict[str, str] = {}
         self.pod_container: dict[str, tuple[str, str]] = {}
         self.pod_running: dict[str, float] = {}
+        self.pod_deleted: dict[str, float] = {}
+        """Pods seen going (deletionTimestamp set) or gone (DELETED)."""
         self.job_state: dict[tuple[str, str], float] = {}
         self.cond = threading.Condition()
         self._stop = threading.Event()
@@ -121,6 +123,8 @@ class Observer:
                 self.pod_container[name] = (c["name"], c.get("image", IMAGE))
             if (pod.get("status") or {}).get("phase") == "Running" and name not in self.pod_running:
                 self.pod_running[name] = now
+            if (kind == "DELETED" or pod["metadata"].get("deletionTimestamp")) and name not in self.pod_deleted:
+                self.pod_deleted[name] = now
             self.cond.notify_all()
 
     def _on_job(self, kind: str, job: dict[str, Any], now: float) -> None:
