@@ -14,3 +14,12 @@ def test_summary_is_read_from_the_last_line_and_anything_else_is_not_one():
     for other in ("", "lost parameter server ps/0 (UnavailableError)", "completed step x/7; final checkpoint /c",
                   "completed step 7/7; final checkpoint /c/ckpt-7\nthen something else"):
         assert parse_success(other) is None
+
+
+def test_the_chiefs_termination_line_as_written_is_parsed():
+    """The chief writes its summary behind its role (what the operator reads from the pod)."""
+    from tfps_trainer.summary import termination_line
+
+    line = termination_line("chief/0", format_success(300, 300, "/tfps/ns/j/checkpoints/ckpt-300"))
+    assert line.startswith("tfps-trainer chief/0: ")
+    assert parse_success(line) == FinalCheckpoint(300, 300, "/tfps/ns/j/checkpoints/ckpt-300")

@@ -13,6 +13,7 @@ import sys
 
 from .cluster import read_tf_config
 from .config import JobSettings, SettingsError
+from .summary import termination_line
 from .errors import EXIT_OK, ConfigError, ContractFailure, TrainerError, report_failure, write_termination_log
 
 
@@ -55,8 +56,8 @@ def main() -> int:
             from . import evaluator as role_mod  # type: ignore[no-redef]
         summary = role_mod.run(settings, contract, progress)
         progress.update(state="succeeded", message=summary)
-        print(f"tfps-trainer {role}: {summary}", flush=True)
-        write_termination_log(f"tfps-trainer {role}: {summary}")
+        print(termination_line(role, summary), flush=True)
+        write_termination_log(termination_line(role, summary))
         return EXIT_OK
     except TrainerError as exc:
         failure = exc

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_SUCCESS = re.compile(r"^completed step (?P<step>\d+)/(?P<target>\d+); final checkpoint (?P<path>\S+)$")
+_SUCCESS = re.compile(r"^(?:tfps-trainer \S+: )?"
+                      r"completed step (?P<step>\d+)/(?P<target>\d+); final checkpoint (?P<path>\S+)$")
 
 
 @dataclass(frozen=True)
@@ -24,8 +25,14 @@ def format_success(step: int, target: int, path: str | None) -> str:
     return f"completed step {step}/{target}; final checkpoint {path or '-'}"
 
 
+def termination_line(role: str, summary: str) -> str:
+    """What a role writes to its termination log on success (``role``: ``chief/0``)."""
+    return f"tfps-trainer {role}: {summary}"
+
+
 def parse_success(message: str) -> FinalCheckpoint | None:
-    """The summary in ``message`` (its last non-empty line), or None if it is not one."""
+    """The summary in ``message`` (its last non-empty line, as :func:`termination_line` writes it,
+    or bare), or None if it is not one."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     match = _SUCCESS.match(lines[-1]) if lines else None
     if match is None:
