@@ -33,7 +33,7 @@ cluster-down:
 test: venv
 	hack/cluster up
 	rc=0; \
-	$(BIN)/pytest -m "not tf and not slow" $(PYTEST_ARGS) || rc=$$?; \
+	$(BIN)/pytest -m "not tf and not slow and not realnode" $(PYTEST_ARGS) || rc=$$?; \
 	hack/netns-run $(BIN)/pytest -m "tf and not cluster" $(PYTEST_ARGS) || rc=$$?; \
 	exit $$rc
 
