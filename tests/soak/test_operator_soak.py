@@ -57,6 +57,8 @@ def test_operator_sigkilled_20_times_leaves_every_job_correct_and_nothing_orphan
             (tmp_path / f"evidence-{name}.log").write_text("\n".join(lines) + "\n")
             sys.stderr.write(f"\n--- operator log lines naming {name} ({len(lines)}, all in "
                              f"{tmp_path / f'evidence-{name}.log'}) ---\n" + "\n".join(lines[-60:]) + "\n")
+        sys.stderr.write("\n--- operator lifetimes (how far each got before its kill) ---\n"
+                         + "\n".join(f"#{i} {_lifetime(op.log())}" for i, op in enumerate(ops)) + "\n")
         for op in ops[-2:]:
             sys.stderr.write(f"\n--- {op.log_path.name} ---\n{op.log()[-5000:]}\n")
         raise
@@ -69,3 +71,17 @@ def test_operator_sigkilled_20_times_leaves_every_job_correct_and_nothing_orphan
             kube.core.delete_persistent_volume(f"{ns}-data")
         except Exception:  # noqa: BLE001 - best effort
             pass
+
+
+def _lifetime(log: str) -> str:
+    """Started, watching, first and last job loop started, how many, last line: from one operator log."""
+    def at(line: str) -> str:
+        return line[12:24] if line.startswith("[") else "?"
+
+    lines = log.splitlines()
+    if not lines:
+        return "no log"
+    watch = next((ln for ln in lines if "Starting the watch-stream" in ln), "")
+    loops = [ln for ln in lines if "Daemon 'reconcile' is invoked" in ln]
+    first = f"first job loop {at(loops[0])}, last {at(loops[-1])}" if loops else "no job loop started"
+    return f"up {at(lines[0])}, watching {at(watch) if watch else '-'}, {first}, {len(loops)} job loop(s), last line {at(lines[-1])}"
