@@ -199,13 +199,10 @@ def test_quickstart_trains_checkpoints_and_exports_on_real_pods(operated, realno
         chief = kube.trainer_pods("quickstart").get(names.pod_name("quickstart", "chief", 0), {})
         message = [cs["state"]["terminated"].get("message") for cs in chief.get("status", {}).get("containerStatuses") or []
                    if (cs.get("state") or {}).get("terminated")]
-        # Found on the real node (still open): the operator takes the final checkpoint from the chief's success
-        # summary (a8062a9), but parse_success() matches only a line that STARTS with "completed step ...", while
-        # tfps_trainer.__main__ writes "tfps-trainer chief/0: completed step ..." to the termination log, so a job
-        # that trains within one progress poll (this one: 300 steps in seconds) ends Succeeded without
-        # status.checkpoint. Remove this branch once the operator reads the prefixed line.
-        pytest.xfail(f"status.checkpoint.step {status_step} != final checkpoint {steps}; "
-                     f"chief's termination message {message!r}")
+        # A job that trains within one progress poll (this one: 300 steps in seconds) gets its final
+        # checkpoint from the chief's success summary in its termination message.
+        pytest.fail(f"status.checkpoint.step {status_step} != final checkpoint {steps}; "
+                    f"chief's termination message {message!r}")
 
 
 def chief_log_steps(ns: str, marker: str) -> list[int]:
