@@ -172,7 +172,11 @@ class Soak:
                  downtime: tuple[float, float] = (0.0, 3.0), step_timeout: float = 120.0,
                  log: Callable[[str], None] = print):
         self.kube, self.kubeconfig, self.new_operator = kube, kubeconfig, new_operator
-        self.rng = random.Random(seed)
+        # Two streams, so a seed fixes the sequence of fates (job i always gets the same one) and the
+        # sequence of kill gaps/downtimes, however the timing interleaves them. One shared stream made
+        # the fates depend on how many kills came first (the same seed gave s32-export, then s32-delete).
+        self.fate_rng = random.Random(seed)
+        self.kill_rng = random.Random(f"{seed}-kills")
         self.target_kills, self.min_jobs, self.in_flight = kills, min_jobs, in_flight
         self.kill_gap, self.downtime, self.step_timeout = kill_gap, downtime, step_timeout
         self.log = log
@@ -192,7 +196,7 @@ class Soak:
         self.operator_history.append((time.time(), f"operator #{self.figures.operator_starts} healthy"))
         self.figures.operator_starts += 1
         self.op_down_until = None
-        self.next_kill = time.monotonic() + self.rng.uniform(*self.kill_gap)
+        self.next_kill = time.monotonic() + self.kill_rng.uniform(*self.kill_gap)
 
     def _maybe_kill(self, now: float) -> None:
         if self.op_down_until is not None:
@@ -208,7 +212,7 @@ class Soak:
             self.figures.kills += 1
             busy = [j.name for j in self.jobs if j.done_at is None]
             self.figures.kills_while_jobs_in_flight += bool(busy)
-            self.op_down_until = now + self.rng.uniform(*self.downtime)
+            self.op_down_until = now + self.kill_rng.uniform(*self.downtime)
             self.log(f"kill #{self.figures.kills} (jobs in flight: {', '.join(busy) or '-'})")
 
     # --- fates ---------------------------------------------------------------------------------
@@ -236,7 +240,7 @@ class Soak:
         return lambda: self.kube.status(job).get("phase") == phase
 
     def _new_job(self, index: int) -> SoakJob:
-        fate = self.rng.choice(["train", "worker", "ps", "backoff", "export", "export_fail", "delete", "suspend", "ttl"])
+        fate = self.fate_rng.choice(["train", "worker", "ps", "backoff", "export", "export_fail", "delete", "suspend", "ttl"])
         name = f"s{index}-{fate.replace('_', '')}"
         k = self.kube
         body = job_body(name)
