@@ -38,7 +38,8 @@ test: venv
 	exit $$rc
 
 # The operator crash soak (20 SIGKILLs across job lifecycles, about 5-7 minutes). Kept out of
-# `make test` while it intermittently finds duplicate pod creations (see tests/README.md).
+# `make test` until it has passed repeatedly on the current operator (session 2: 2 of 3 runs passed,
+# the third starved its newest jobs of passes after frequent restarts; see tests/README.md).
 soak: venv
 	hack/cluster up
 	$(BIN)/pytest -m slow tests/soak $(PYTEST_ARGS)
