@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from . import metrics
 from .api.models import PSTrainingJob, PSTrainingJobStatus
+from .api.validate import validate_job
 from .build import names
 from .kube.client import ApiError, Kube
 from .kube.executor import Outcome, execute, minor_status_change, post_events, status_patch
@@ -37,8 +38,6 @@ log = logging.getLogger(__name__)
 FINALIZER_WAIT_SECONDS = 10.0
 """Upper bound on waiting for the watch to echo Kopf's finalizer (see ``_await_finalizer``); under
 load (hundreds of jobs created at once) the echo takes seconds."""
-
-from .api.validate import validate_job
 
 
 def parse_status(raw: dict[str, Any] | None) -> PSTrainingJobStatus:

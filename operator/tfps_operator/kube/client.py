@@ -131,11 +131,6 @@ class Kube:
                 return None
             raise
 
-    async def list(self, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
-        out = await self.request("GET", _path(kind, namespace), what=f"{kind} list",
-                                 query=[("labelSelector", selector)])
-        return list(out.get("items") or [])
-
     # --- writes ---------------------------------------------------------------------------------
 
     async def create_or_adopt(self, manifest: dict[str, Any]) -> tuple[dict[str, Any], bool]:
