@@ -122,8 +122,9 @@ def cluster() -> Cluster:
     else:
         # `up` is a no-op on a ready cluster but refreshes the .cluster/bin links.
         _hack_cluster("up", timeout=120)
-    kubeconfig = REPO / ".cluster" / "kubeconfig"
-    return Cluster(kubeconfig=kubeconfig, server=_server_of(kubeconfig), bin=REPO / ".cluster" / "bin")
+    state = Path(os.environ.get("TFPS_CLUSTER_DIR") or REPO / ".cluster")  # as hack/cluster resolves it
+    kubeconfig = state / "kubeconfig"
+    return Cluster(kubeconfig=kubeconfig, server=_server_of(kubeconfig), bin=state / "bin")
 
 
 @pytest.fixture(scope="session")
