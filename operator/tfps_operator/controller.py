@@ -97,6 +97,16 @@ class _JobState:
     delivers a body at least as new."""
     last_status_write: float = float("-inf")
     """monotonic() of our last status write."""
+    progress_writes: int = 0
+    """Progress-only status writes since the last significant one: each doubles the wait for the next."""
+
+    def progress_wait(self, settings: OperatorSettings, now: float) -> float:
+        """Seconds until a progress-only status change may be written: the interval after the last
+        write, doubling with each progress-only write in a row (a long start is reported at 3, 9,
+        21, 51 s...), up to the maximum; a significant write resets it."""
+        spacing = min(settings.status_interval_seconds * 2 ** self.progress_writes,
+                      max(settings.status_interval_max_seconds, settings.status_interval_seconds))
+        return self.last_status_write + spacing - now
 
     def freshest(self, live: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """The newer of the watch's body and our own last write. A shallow copy: Kopf replaces the
@@ -224,9 +234,10 @@ class Controller:
         return reconcile(job, current, observed, t, self.settings.build, state.hold(t))
 
     @staticmethod
-    def _remember(state: _JobState, outcome: Outcome) -> None:
+    def _remember(state: _JobState, outcome: Outcome, progress_only: bool = False) -> None:
         if outcome.status_written:
             state.last_status_write = time.monotonic()
+            state.progress_writes = state.progress_writes + 1 if progress_only else 0
         for obj in outcome.created:
             state.recent.record_create(obj)
         for uid in outcome.deleted:
@@ -254,12 +265,13 @@ class Controller:
             if not outcome.create_failures:
                 plan, outcome = self._decide(namespace, name, state, body, current, views, t), None
         if outcome is None:
-            if not plan.actions and not plan.events and minor_status_change(current, plan.status):
-                wait = state.last_status_write + self.settings.status_interval_seconds - time.monotonic()
+            progress_only = not plan.actions and not plan.events and minor_status_change(current, plan.status)
+            if progress_only:
+                wait = state.progress_wait(self.settings, time.monotonic())
                 if wait > 0:  # only progress moved: write it with the next change, or in `wait` seconds
                     return wait if plan.requeue_after is None else min(wait, plan.requeue_after)
             outcome = await execute(self.kube, body, current, plan)
-            self._remember(state, outcome)
+            self._remember(state, outcome, progress_only)
         else:  # children failed before any status: report them with the plan's own status and Events
             await post_events(self.kube, body, plan.events)
         if outcome.conflict:

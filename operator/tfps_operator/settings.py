@@ -70,9 +70,12 @@ class OperatorSettings:
     """When an event wakes a job's loop within this long of its last pass, wait this long first, so a
     burst of events about the job (its six pods scheduled, then running) lands in one pass and one
     status write instead of six. An event after a quiet spell is acted on at once."""
-    status_interval_seconds: float = 2.0
+    status_interval_seconds: float = 3.0
     """A status change that is only counts or wording (pods scheduled one by one) is written at most
-    this often; a phase, condition or restart change is written at once."""
+    this long after the previous write; a phase, condition or restart change is written at once."""
+    status_interval_max_seconds: float = 30.0
+    """Each progress-only write in a row doubles that spacing, up to this (a slow start is still
+    reported, with fewer writes the longer it takes)."""
     build: BuildConfig = field(default_factory=BuildConfig)
 
 
@@ -132,7 +135,8 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
         retry_max_seconds=float(env.get("TFPS_RETRY_MAX_SECONDS", 300)),
         monitor_seconds=_positive("TFPS_MONITOR_SECONDS", env.get("TFPS_MONITOR_SECONDS", DEFAULT_MONITOR_SECONDS)),
         settle_seconds=float(env.get("TFPS_SETTLE_SECONDS", 0.2)),
-        status_interval_seconds=float(env.get("TFPS_STATUS_INTERVAL_SECONDS", 2.0)),
+        status_interval_seconds=float(env.get("TFPS_STATUS_INTERVAL_SECONDS", 3.0)),
+        status_interval_max_seconds=float(env.get("TFPS_STATUS_INTERVAL_MAX_SECONDS", 30.0)),
         build=BuildConfig(
             default_image=_first(getattr(args, "default_image", None), env.get("TFPS_DEFAULT_IMAGE"), DEFAULT_TRAINER_IMAGE),
             progress_port=int(env.get("TFPS_PROGRESS_PORT", DEFAULT_PROGRESS_PORT)),

@@ -58,9 +58,7 @@ def test_checkpoint_volume_fault_fails_clearly_and_rerun_resumes(tmp_path: Path,
         assert stored_step(str(ckpts / f"ckpt-{steps}")) == steps
     print(f"{fault}: failed with {line.strip()!r}; resumed from step {step}")
     os_reason = "No space left on device" if fault == "full" else "Read-only file system"
-    if os_reason not in line:  # everything else held; the reason names TF's error class, not the OS's
-        pytest.xfail(f"BUG chief.py Trainer._save: the reason keeps only the first line of the TF error "
-                     f"({line.split(': ', 3)[-1]!r}), so {os_reason!r} is not named")
+    assert os_reason in line, f"the reason does not name {os_reason!r}: {line!r}"
 
 
 def test_newest_checkpoint_deleted_under_the_trainer_resumes_from_the_newest_remaining(tmp_path: Path) -> None:

@@ -235,3 +235,21 @@ def test_a_pass_that_only_moves_counts_right_after_a_write_defers_it():
     state.last_status_write -= 61.0
     one_pass(controller, state, job_body(), views)
     assert kube.calls == [("PATCH", "status", "mnist")]
+
+
+def test_progress_only_writes_space_out_and_a_significant_write_resets_them():
+    import dataclasses
+
+    from tfps_operator.kube.executor import Outcome
+
+    settings = dataclasses.replace(SETTINGS, status_interval_seconds=3.0, status_interval_max_seconds=30.0)
+    state = _JobState(asyncio.Event())
+    waits = []
+    for _ in range(6):   # six progress-only writes in a row
+        Controller._remember(state, Outcome(status_written=True), progress_only=True)
+        waits.append(round(state.progress_wait(settings, state.last_status_write), 6))
+    assert waits == [6.0, 12.0, 24.0, 30.0, 30.0, 30.0]
+    Controller._remember(state, Outcome(status_written=False), progress_only=True)   # nothing written: no change
+    assert state.progress_writes == 6
+    Controller._remember(state, Outcome(status_written=True))   # a phase change, say
+    assert state.progress_writes == 0 and state.progress_wait(settings, state.last_status_write) == 3.0
