@@ -132,6 +132,17 @@ class Controller:
         self.settings = settings
         self.jobs: dict[str, _JobState] = {}
         self._parsed: dict[tuple[str, int], PSTrainingJob | str] = {}
+        self._passes: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+
+    def _pass_slot(self) -> asyncio.Semaphore:
+        """At most ``max_concurrent_passes`` jobs reconcile at once. A pass holds its plan (whole
+        manifests) and its requests until they are answered; a thousand new jobs all planning at
+        once held ~8,000 pod manifests and requests queued behind the connection pool, most of the
+        operator's peak memory, for no gain in speed (the API server is the bottleneck)."""
+        loop = asyncio.get_running_loop()
+        if self._passes is None or self._passes[0] is not loop:
+            self._passes = (loop, asyncio.Semaphore(self.settings.max_concurrent_passes))
+        return self._passes[1]
 
     def wake(self, namespace: str, name: str | None, seen: str | None = None, uid: str | None = None) -> None:
         """Something about the job or one of its children (``seen``: ``Kind/name`` with ``uid``)
@@ -196,6 +207,11 @@ class Controller:
     async def reconcile_once(self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any],
                              views: Views) -> float | None:
         """One pass; returns seconds until the next one, or None when the job is gone."""
+        async with self._pass_slot():
+            return await self._timed_pass(namespace, name, state, live, views)
+
+    async def _timed_pass(self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any],
+                          views: Views) -> float | None:
         started = time.monotonic()
         result = "ok"
         try:

@@ -76,6 +76,8 @@ class OperatorSettings:
     status_interval_max_seconds: float = 30.0
     """Each progress-only write in a row doubles that spacing, up to this (a slow start is still
     reported, with fewer writes the longer it takes)."""
+    max_concurrent_passes: int = 32
+    """Jobs reconciled at once; the others wait their turn (bounds the memory of a burst of new jobs)."""
     build: BuildConfig = field(default_factory=BuildConfig)
 
 
@@ -97,6 +99,16 @@ def _positive(name: str, raw: Any) -> float:
         raise ValueError(f"{name}: must be a number of seconds, not {raw!r}") from None
     if value <= 0:
         raise ValueError(f"{name}: must be > 0, not {raw!r}")
+    return value
+
+
+def _count(name: str, raw: Any) -> int:
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: must be a whole number, not {raw!r}") from None
+    if value < 1:
+        raise ValueError(f"{name}: must be ≥ 1, not {raw!r}")
     return value
 
 
@@ -137,6 +149,7 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
         settle_seconds=float(env.get("TFPS_SETTLE_SECONDS", 0.2)),
         status_interval_seconds=float(env.get("TFPS_STATUS_INTERVAL_SECONDS", 3.0)),
         status_interval_max_seconds=float(env.get("TFPS_STATUS_INTERVAL_MAX_SECONDS", 30.0)),
+        max_concurrent_passes=_count("TFPS_MAX_CONCURRENT_RECONCILES", env.get("TFPS_MAX_CONCURRENT_RECONCILES", 32)),
         build=BuildConfig(
             default_image=_first(getattr(args, "default_image", None), env.get("TFPS_DEFAULT_IMAGE"), DEFAULT_TRAINER_IMAGE),
             progress_port=int(env.get("TFPS_PROGRESS_PORT", DEFAULT_PROGRESS_PORT)),

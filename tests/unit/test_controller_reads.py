@@ -253,3 +253,45 @@ def test_progress_only_writes_space_out_and_a_significant_write_resets_them():
     assert state.progress_writes == 6
     Controller._remember(state, Outcome(status_written=True))   # a phase change, say
     assert state.progress_writes == 0 and state.progress_wait(settings, state.last_status_write) == 3.0
+
+
+def test_at_most_max_concurrent_passes_jobs_reconcile_at_once():
+    import dataclasses
+
+    class CountingKube(RecordingKube):
+        """Creates take a moment; records how many jobs have a create in flight at once."""
+
+        def __init__(self) -> None:
+            super().__init__(job_body())
+            self.in_flight: dict[str, int] = {}
+            self.most_jobs_at_once = 0
+
+        async def create_or_adopt(self, manifest: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+            job = manifest["metadata"]["labels"]["tfps.dev/job-name"]
+            self.in_flight[job] = self.in_flight.get(job, 0) + 1
+            self.most_jobs_at_once = max(self.most_jobs_at_once, sum(1 for n in self.in_flight.values() if n))
+            await asyncio.sleep(0.01)
+            self.in_flight[job] -= 1
+            return await super().create_or_adopt(manifest)
+
+        async def patch_status(self, namespace: str, name: str, status: dict[str, Any], rv: str | None) -> dict[str, Any]:
+            self.calls.append(("PATCH", "status", name))
+            return {**job_body(), "metadata": {**job_body()["metadata"], "name": name, "resourceVersion": "99"},
+                    "status": status}
+
+    def named(i: int) -> dict[str, Any]:
+        body = job_body()
+        return {**body, "metadata": {**body["metadata"], "name": f"j{i}", "uid": f"{UID[:-2]}{i:02d}"}}
+
+    kube = CountingKube()
+    controller = Controller(kube, dataclasses.replace(SETTINGS, max_concurrent_passes=2))  # type: ignore[arg-type]
+
+    async def all_jobs() -> list[float | None]:
+        return await asyncio.gather(*(controller.reconcile_once("team-a", f"j{i}", _JobState(asyncio.Event()), named(i),
+                                                                empty_views()) for i in range(6)))
+
+    delays = asyncio.run(all_jobs())
+    assert all(d is not None for d in delays)
+    created = {name for verb, _kind, name in kube.calls if verb == "POST" and _kind == "Pod"}
+    assert {f"j{i}-chief-0" for i in range(6)} <= created   # every job got its pods...
+    assert kube.most_jobs_at_once == 2                      # ...never more than two jobs at a time

@@ -20,6 +20,7 @@ def test_defaults_outside_a_pod_bind_loopback_and_watch_everything():
     assert s.namespaces == () and s.bind_address == "127.0.0.1"
     assert (s.health_port, s.metrics_port, s.log_format, s.peering) == (8080, 9090, "plain", None)
     assert s.build.default_image == "tfps-trainer:0.1.0"
+    assert s.max_concurrent_passes == 32 and from_args(NO_FLAGS, {"TFPS_MAX_CONCURRENT_RECONCILES": "4"}).max_concurrent_passes == 4
     kw = kopf_kwargs(s)
     assert kw["clusterwide"] is True and kw["standalone"] is True
     assert kw["liveness_endpoint"] == "http://127.0.0.1:8080/healthz"
@@ -46,7 +47,9 @@ def test_environment_fallbacks_and_flags_win_over_them():
 
 
 @pytest.mark.parametrize("env,field", [({"TFPS_LOG_FORMAT": "xml"}, "TFPS_LOG_FORMAT"),
-                                       ({"TFPS_OPERATOR_POD_LABELS": "novalue"}, "novalue")])
+                                       ({"TFPS_OPERATOR_POD_LABELS": "novalue"}, "novalue"),
+                                       ({"TFPS_MAX_CONCURRENT_RECONCILES": "0"}, "TFPS_MAX_CONCURRENT_RECONCILES"),
+                                       ({"TFPS_MAX_CONCURRENT_RECONCILES": "many"}, "TFPS_MAX_CONCURRENT_RECONCILES")])
 def test_bad_settings_name_the_variable(env, field):
     with pytest.raises(ValueError, match=field):
         from_args(NO_FLAGS, env)
