@@ -103,7 +103,7 @@ class _JobState:
     def progress_wait(self, settings: OperatorSettings, now: float) -> float:
         """Seconds until a progress-only status change may be written: the interval after the last
         write, doubling with each progress-only write in a row (a long start is reported at 3, 9,
-        21, 51 s...), up to the maximum; a significant write resets it."""
+        21, 45, 75 s...), up to the maximum; a significant write resets it."""
         spacing = min(settings.status_interval_seconds * 2 ** self.progress_writes,
                       max(settings.status_interval_max_seconds, settings.status_interval_seconds))
         return self.last_status_write + spacing - now
@@ -136,9 +136,9 @@ class Controller:
 
     def _pass_slot(self) -> asyncio.Semaphore:
         """At most ``max_concurrent_passes`` jobs reconcile at once. A pass holds its plan (whole
-        manifests) and its requests until they are answered; a thousand new jobs all planning at
-        once held ~8,000 pod manifests and requests queued behind the connection pool, most of the
-        operator's peak memory, for no gain in speed (the API server is the bottleneck)."""
+        manifests) and its requests until they are answered; without a bound, a thousand new jobs
+        all planning at once held ~8,000 pod manifests and ~3,000 requests queued behind the
+        connection pool, for no gain in speed (the API server is the bottleneck)."""
         loop = asyncio.get_running_loop()
         if self._passes is None or self._passes[0] is not loop:
             self._passes = (loop, asyncio.Semaphore(self.settings.max_concurrent_passes))
