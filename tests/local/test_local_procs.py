@@ -10,7 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from tfps_operator.local.ports import free_ports, is_free, looks_like_port_in_use
+from tfps_operator.local.ports import free_ports, is_free, listener_range, looks_like_port_in_use
 from tfps_operator.local.procs import Child, stop_all
 
 
@@ -122,6 +122,9 @@ def test_children_die_with_a_sigkilled_runner(tmp_path):
 def test_ports():
     ports = free_ports(5)
     assert len(set(ports)) == 5
+    span = listener_range()
+    if span is not None:   # Linux: below the ephemeral range, where no outgoing connection takes a port
+        assert all(span[0] <= p <= span[1] for p in ports), (span, ports)
     assert all(is_free(p) for p in ports)
     import socket
     with socket.socket() as s:
@@ -134,3 +137,12 @@ def test_ports():
     assert looks_like_port_in_use("add_port.cc:83] Failed to add port to server: No address added out of total 1 resolved")
     assert looks_like_port_in_use("tfps-trainer ps/0: internal error: UnknownError: Could not start gRPC server")
     assert not looks_like_port_in_use("ValueError: loss is NaN")
+
+
+def test_listener_range_sits_below_the_ephemeral_range(tmp_path):
+    f = tmp_path / "ip_local_port_range"
+    f.write_text("32768\t60999\n")
+    assert listener_range(f) == (16384, 32767)
+    f.write_text("1500 2000\n")
+    assert listener_range(f) is None          # no room below: free_ports falls back to the kernel's choice
+    assert listener_range(tmp_path / "missing") is None

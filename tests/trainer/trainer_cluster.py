@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,15 +18,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tfps_operator.build.tfconfig import tf_config_json
+from tfps_operator.local.ports import free_ports
 from tfps_trainer.config import JobSettings, Paths
 
 PYTHON = sys.executable
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def make_settings(root: Path, **overrides: Any) -> JobSettings:
@@ -60,10 +54,11 @@ class LocalCluster:
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        for role, n in self.counts.items():
-            for i in range(n):
-                self.ports[(role, i)] = free_port()
-        self.progress_ports = {"chief": free_port(), "evaluator": free_port()}
+        # tfps run's port picker: distinct ports below the ephemeral range, so no connect takes them.
+        keys = [(role, i) for role, n in self.counts.items() for i in range(n)]
+        *ports, chief, evaluator = free_ports(len(keys) + 2)
+        self.ports = dict(zip(keys, ports))
+        self.progress_ports = {"chief": chief, "evaluator": evaluator}
 
     @property
     def counts(self) -> dict[str, int]:

@@ -3,13 +3,19 @@
 A port is "free" when we could bind it on 127.0.0.1 a moment ago; another program may still take
 it before our child binds it. The supervisor therefore treats a child that dies at startup with
 "address already in use" as a port race and restarts the cluster on fresh ports.
+
+Ports are picked below the kernel's ephemeral range (``ip_local_port_range``): every outgoing
+connection takes its local port from that range, so a listener port picked there can be taken by any
+connect (the chief's own, probing parameter servers that are not up yet) before the child binds it.
 """
 
 from __future__ import annotations
 
+import random
 import re
 import socket
 from contextlib import ExitStack
+from pathlib import Path
 
 HOST = "127.0.0.1"
 
@@ -19,13 +25,37 @@ _IN_USE = re.compile(
 """Python's EADDRINUSE, and what a TensorFlow gRPC server logs when its port is taken."""
 
 
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+ATTEMPTS = 200
+
+
+def listener_range(range_file: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int] | None:
+    """The ports to pick listeners from: the half below the ephemeral range's start (16384-32767 with
+    Linux's default 32768-60999); None when the range cannot be read or leaves no room."""
+    try:
+        low = int(range_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return (max(1024, low // 2), low - 1) if low > 2048 else None
+
+
 def free_ports(n: int, host: str = HOST) -> list[int]:
-    """``n`` distinct ports that were bindable on ``host`` (all held open together, then released)."""
+    """``n`` distinct ports that were bindable on ``host`` (all held open together, then released),
+    outside the ephemeral range when it is known."""
+    span = listener_range()
+    rng = random.SystemRandom()
     with ExitStack() as stack:
         ports: list[int] = []
-        for _ in range(n):
+        while len(ports) < n:
             s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            s.bind((host, 0))
+            for _ in range(ATTEMPTS if span else 0):
+                try:
+                    s.bind((host, rng.randint(*span)))  # type: ignore[misc]
+                    break
+                except OSError:
+                    continue
+            else:
+                s.bind((host, 0))   # no known range, or it is full: any port the kernel gives
             ports.append(s.getsockname()[1])
         return ports
 
