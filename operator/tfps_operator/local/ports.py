@@ -43,21 +43,27 @@ def free_ports(n: int, host: str = HOST) -> list[int]:
     """``n`` distinct ports that were bindable on ``host`` (all held open together, then released),
     outside the ephemeral range when it is known."""
     span = listener_range()
-    rng = random.SystemRandom()
     with ExitStack() as stack:
         ports: list[int] = []
-        while len(ports) < n:
+        for _ in range(n):
             s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            for _ in range(ATTEMPTS if span else 0):
-                try:
-                    s.bind((host, rng.randint(*span)))  # type: ignore[misc]
-                    break
-                except OSError:
-                    continue
-            else:
-                s.bind((host, 0))   # no known range, or it is full: any port the kernel gives
+            _bind_listener(s, host, span)
             ports.append(s.getsockname()[1])
         return ports
+
+
+def _bind_listener(s: socket.socket, host: str, span: tuple[int, int] | None) -> None:
+    """Bind ``s`` to a random free port in ``span``; to any port the kernel gives when there is no
+    known span or nothing in it was free after ``ATTEMPTS`` tries."""
+    if span is not None:
+        rng = random.SystemRandom()
+        for _ in range(ATTEMPTS):
+            try:
+                s.bind((host, rng.randint(*span)))
+                return
+            except OSError:
+                continue
+    s.bind((host, 0))
 
 
 def is_free(port: int, host: str = HOST) -> bool:
