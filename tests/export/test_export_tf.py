@@ -91,7 +91,8 @@ def test_linear_example_exports_every_format_verified(linear_job):
         ("savedmodel", None), ("tflite", "none"), ("tflite", "int8"), ("onnx", None)]
     assert manifest["artifacts"][-1]["opset"] == 17
     assert manifest["signature"]["inputs"] == [{"name": "features", "shape": [None, 256], "dtype": "float32"}]
-    assert manifest["signature"]["outputs"] == [{"name": "output", "shape": [None, 1], "dtype": "float32"}]
+    assert manifest["signature"]["outputs"] == [{"name": "output", "shape": [None, 1], "dtype": "float32", "kind": "regression"}]
+    assert manifest["complete"] is True and manifest["failed"] == [] and manifest["required"] == ["savedmodel"]
     for key in ("tensorflow", "keras", "tf2onnx", "onnxruntime", "ai-edge-litert"):
         assert manifest["versions"][key]
     # the termination message agrees with the manifest
@@ -214,7 +215,7 @@ def test_impossible_tolerance_fails_naming_format_error_and_tolerance(earlier_ex
     run = run_export(settings(root, LINEAR, args, formats=("tflite", "onnx"), verify_samples=16,
                               tolerances={"tflite": tight, "onnx": tight}))
     assert run.rc == 7 and not run.result.ok and run.result.reason == "VerificationFailed"
-    assert "tolerance maxAbs 0" in run.result.message and "nothing was published" in run.result.message
+    assert "maxAbs 0 + maxRel 0" in run.result.message and "nothing was published" in run.result.message
     assert run.result.message.startswith(("tflite:", "onnx:"))
     _assert_untouched(root, before, run)
     assert not (root / "exports" / "20").exists()
@@ -242,13 +243,35 @@ def test_nan_corrupted_checkpoint_is_refused(earlier_export, tmp_path):
 
 
 @pytest.mark.parametrize("fmt, op", [("tflite", "Igamma"), ("onnx", "Igamma")])
-def test_unsupported_op_fails_conversion_with_the_op_named(tmp_path, testmodels_on_path, fmt, op):
+def test_unsupported_op_fails_only_that_format_and_the_savedmodel_is_published(tmp_path, testmodels_on_path, fmt, op):
     root = tmp_path / "job"
-    train_and_checkpoint(root, UNSUPPORTED, {}, steps=5)
+    step = train_and_checkpoint(root, UNSUPPORTED, {}, steps=5)
     run = run_export(settings(root, UNSUPPORTED, formats=("savedmodel", fmt), verify_samples=8))
-    assert run.rc == 6 and run.result.reason == "ConversionFailed"
-    assert run.result.message.startswith(fmt) and op in run.result.message
-    assert sorted(p.name for p in (root / "exports").iterdir()) == [".lock"]
+    assert run.rc == 0 and run.result.ok, run.stderr[-3000:]
+    assert [a.format for a in run.result.artifacts] == ["savedmodel"]
+    (failure,) = run.result.failed
+    assert failure.format == fmt and failure.reason == "ConversionFailed"
+    assert failure.message.startswith(fmt) and op in failure.message
+    export_dir = root / "exports" / str(step)
+    manifest = _check_manifest_matches_files(export_dir)
+    assert manifest["complete"] is True and [f["format"] for f in manifest["failed"]] == [fmt]
+    assert sorted(p.name for p in export_dir.iterdir()) == ["manifest.json", "savedmodel"]
+    assert os.readlink(root / "exports" / "latest") == str(step)
+    assert os.readlink(root / "exports" / "serving" / str(step)) == f"../{step}/savedmodel"
+
+
+def test_a_required_format_that_fails_fails_the_export_but_publishes_the_rest(tmp_path, testmodels_on_path):
+    root = tmp_path / "job"
+    step = train_and_checkpoint(root, UNSUPPORTED, {}, steps=5)
+    run = run_export(settings(root, UNSUPPORTED, formats=("savedmodel", "onnx"), required=("savedmodel", "onnx"),
+                              verify_samples=8))
+    assert run.rc == 6 and not run.result.ok and run.result.reason == "ConversionFailed"
+    assert "required format(s) onnx failed" in run.result.message and "Igamma" in run.result.message
+    assert run.result.path == f"exports/{step}" and [a.format for a in run.result.artifacts] == ["savedmodel"]
+    manifest = _check_manifest_matches_files(root / "exports" / str(step))
+    assert manifest["complete"] is False
+    # a consumer following `latest` never lands on an export that lacks a required format
+    assert not (root / "exports" / "latest").exists() and not (root / "exports" / "LATEST").exists()
 
 
 def test_missing_step_and_escaping_checkpoint_path(earlier_export):

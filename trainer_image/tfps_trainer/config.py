@@ -26,8 +26,9 @@ DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 DEFAULT_PROGRESS_PORT = 8470
 """Port of the chief's (and evaluator's) progress endpoint: GET /status (JSON), GET /metrics."""
 
-ExportFormat = Literal["savedmodel", "tflite", "onnx"]
+ExportFormat = Literal["savedmodel", "tflite", "onnx", "keras", "weights"]
 Quantization = Literal["none", "dynamic", "float16", "int8"]
+OutputKind = Literal["classification", "regression"]
 
 
 class _Frozen(BaseModel):
@@ -48,9 +49,12 @@ class PartitionerSettings(_Frozen):
 
 
 class Tolerance(_Frozen):
-    """Allowed difference between an artifact's outputs and the TensorFlow model's on the same inputs."""
+    """Allowed difference between an artifact's outputs and the TensorFlow model's on the same inputs.
 
-    max_abs: float = Field(default=1e-4, ge=0)
+    A field left None takes the exporter's default for the artifact (``tfps_trainer.export.verify``).
+    """
+
+    max_abs: float | None = Field(default=None, ge=0)
     max_rel: float | None = Field(default=None, ge=0)
     min_argmax_agreement: float | None = Field(default=None, ge=0, le=1)
 
@@ -58,11 +62,17 @@ class Tolerance(_Frozen):
 class ExportSettings(_Frozen):
     enabled: bool = True
     formats: tuple[ExportFormat, ...] = ("savedmodel", "tflite", "onnx")
+    required: tuple[ExportFormat, ...] = ("savedmodel",)
+    """Formats whose failure fails the export; the others are recorded as missing. Only those in
+    ``formats`` count."""
     tflite_quantization: Quantization = "none"
     tflite_calibration_samples: int = Field(default=0, ge=0)
+    tflite_quantized_tolerance: Tolerance = Tolerance()
     onnx_opset: int = Field(default=17, ge=9)
     verify_samples: int = Field(default=64, ge=1)
     tolerances: dict[ExportFormat, Tolerance] = Field(default_factory=dict)
+    output_kinds: dict[str, OutputKind] = Field(default_factory=dict)
+    """Declared kind of a model output (by serving name); undeclared outputs are inferred."""
 
 
 class Paths(_Frozen):

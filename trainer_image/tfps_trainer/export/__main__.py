@@ -1,77 +1,90 @@
-"""``python -m tfps_trainer.export [--checkpoint PATH|latest] [--step N]``.
+"""``python -m tfps_trainer.export [--checkpoint PATH|latest] [--step N] [--preflight]``.
 
 Reads the job settings from env ``TFPS_JOB``, exports and verifies the checkpoint, publishes
 ``exports/<step>/`` atomically, prints the result line (see :mod:`.result`) as the last stdout
 line, writes it to the termination log and exits with :func:`.result.exit_code`.
+
+This process does not load TensorFlow: it runs the export in a worker process (:mod:`.worker`) and
+watches it. A converter or runtime that crashes the worker (TFLite's int8 calibration can segfault
+on some models) costs only that artifact: the journal says which one was in progress, it is recorded
+as failed, and the export runs again without it. SIGTERM/SIGINT are passed on to the worker.
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
+import json
 import os
 import signal
+import subprocess
 import sys
-import traceback
+import tempfile
+from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from .journal import JOURNAL_ENV, crash_failure, last_begun
+from .result import ExportFailed, FormatFailure, encode, exit_code, parse_any, write_termination_log
+from .worker import Result, parser
 
-from ..config import JobSettings, SettingsError  # noqa: E402
-from .errors import CANCELLED, ExportError  # noqa: E402
-from .result import ExportFailed, ExportSucceeded, encode, exit_code, write_termination_log  # noqa: E402
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m tfps_trainer.export", description=__doc__.split("\n\n")[1])
-    p.add_argument("--checkpoint", default="latest",
-                   help="'latest' (default), a checkpoint prefix or a checkpoint directory, relative to the job root")
-    p.add_argument("--step", type=int, default=None, help="export checkpoints/ckpt-N (overrides --checkpoint)")
-    return p
+MAX_ATTEMPTS = 8
+"""Attempts at most (one per artifact that may crash, plus the last)."""
 
 
-def _interrupted(signum: int, _frame: Any) -> None:
-    """Stop at once (KeyboardInterrupt is not swallowed by ``except Exception`` in libraries) and set the
-    flag the pipeline checks before publishing, in case something swallows it anyway."""
-    CANCELLED.set()
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+def _describe(rc: int) -> str:
+    if rc < 0:
+        try:
+            return signal.Signals(-rc).name
+        except ValueError:
+            return f"signal {-rc}"
+    return f"exit code {rc}"
 
 
-def run(argv: list[str] | None = None) -> ExportSucceeded | ExportFailed:
-    try:
-        args = _parser().parse_args(argv)
-    except SystemExit as exc:
-        if exc.code == 0:  # --help
-            raise
-        return ExportFailed(reason="SettingsInvalid", message=f"bad command line (argparse exit {exc.code})")
-    try:
-        settings = JobSettings.from_env()
-        if not settings.export.enabled:
-            raise ExportError("SettingsInvalid", "TFPS_JOB.export.enabled is false: nothing to export")
-        if args.step is not None and args.step < 0:
-            raise ExportError("SettingsInvalid", f"--step: must be >= 0, got {args.step}")
-        from .pipeline import export  # TensorFlow is imported here, after the cheap checks
+def supervise(argv: list[str]) -> Result:
+    skipped: list[FormatFailure] = []
+    child: subprocess.Popen[bytes] | None = None
 
-        return export(settings, checkpoint=args.checkpoint, step=args.step)
-    except SettingsError as exc:
-        return ExportFailed(reason="SettingsInvalid", message=str(exc))
-    except ExportError as exc:
-        return exc.to_result()
-    except KeyboardInterrupt as exc:
-        return ExportFailed(reason="Interrupted", message=f"received {exc or 'SIGINT'}; nothing was published")
-    except Exception as exc:  # noqa: BLE001 - report, never crash without a message
-        traceback.print_exc()
-        return ExportFailed(reason="InternalError", message=f"{type(exc).__name__}: {' '.join(str(exc).split())[:1000]}")
+    def forward(signum: int, _frame: Any) -> None:
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    with tempfile.TemporaryDirectory(prefix="tfps-export-") as tmp:
+        result_file, skip_file, journal = Path(tmp) / "result.json", Path(tmp) / "skip.json", Path(tmp) / "journal"
+        for _ in range(MAX_ATTEMPTS):
+            for f in (result_file, journal):
+                f.unlink(missing_ok=True)
+            skip_file.write_text(json.dumps([f.model_dump(by_alias=True) for f in skipped]))
+            cmd = [sys.executable, "-m", "tfps_trainer.export.worker", *argv, "--result", str(result_file),
+                   "--skip", str(skip_file)]
+            child = subprocess.Popen(cmd, env={**os.environ, JOURNAL_ENV: str(journal)})
+            rc = child.wait()
+            if result_file.is_file():
+                return parse_any(result_file.read_text(encoding="utf-8"))
+            begun = last_begun(journal)
+            if begun is None or any(f.label == begun[0] for f in skipped):
+                where = f"while converting/verifying {begun[0]}" if begun else "before any artifact was produced"
+                return ExportFailed(reason="InternalError", message=(
+                    f"the exporter process died ({_describe(rc)}) {where} without a result; see its log"))
+            failure = crash_failure(begun[0], begun[1], _describe(rc))
+            print(f"tfps_trainer.export: {failure.message}", file=sys.stderr, flush=True)
+            skipped.append(failure)
+    return ExportFailed(reason="InternalError", message=f"the exporter crashed {MAX_ATTEMPTS} times; see its log")
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    signal.signal(signal.SIGTERM, _interrupted)
-    signal.signal(signal.SIGINT, _interrupted)
-    result = run(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser().parse_args(argv)
+    except SystemExit as exc:
+        if exc.code == 0:  # --help
+            raise
+        result: Result = ExportFailed(reason="SettingsInvalid", message=f"bad command line (argparse exit {exc.code})")
+    else:
+        result = supervise(argv)
     line = encode(result)
     if not result.ok:
-        logging.getLogger("tfps_trainer.export").error("%s: %s", result.reason, result.message)
+        reason = getattr(result, "reason", "RequiredFormatFailed")
+        print(f"tfps_trainer.export: {reason}: {getattr(result, 'message', '')}", file=sys.stderr, flush=True)
     write_termination_log(line)
     print(line, flush=True)
     return exit_code(result)

@@ -1,6 +1,6 @@
-"""Converters: the restored model → SavedModel, TFLite (float32 + quantized), ONNX.
+"""Converters: the restored model → SavedModel, TFLite (float32 + quantized), ONNX, .keras, .weights.h5.
 
-Recipes (TF 2.21 / Keras 3; every other one we tried was broken or silently wrong, see issue 6):
+Recipes (TF 2.21 / Keras 3; every other one we tried was broken or silently wrong):
 
 - **SavedModel**: ``keras.export.ExportArchive`` tracking the model, one endpoint
   ``serving_default`` = ``serve(inputs: dict[name, Tensor]) -> dict[output_name, Tensor]`` with the
@@ -11,9 +11,18 @@ Recipes (TF 2.21 / Keras 3; every other one we tried was broken or silently wron
   (int8 weights and activations calibrated on real samples; float32 inputs/outputs, ops without an
   int8 kernel fall back to float). Converting from concrete functions leaves Keras 3 variables
   as READ_VARIABLE ops (NaN outputs / int8 calibration crash), so we never do that.
-- **ONNX**: ``tf2onnx.convert.from_function`` on a ``tf.function`` taking the inputs positionally
-  (TensorSpec names = ONNX input names), then ``onnx.checker`` (an op tf2onnx cannot map stays a
-  TF op and is rejected here).
+  Recurrent layers (Keras LSTM/GRU) lower to TensorList ops that the converter can only turn into
+  built-ins with static shapes: when the dynamic-batch conversion fails on them, the model is
+  converted again from a SavedModel whose signature has a **fixed batch of 1** (the artifact records
+  ``batch: 1``; run it one example per invoke, as on-device inference does anyway).
+- **ONNX**: tf2onnx from the same SavedModel (what ``python -m tf2onnx.convert --saved-model`` does,
+  which also carries initialized lookup tables over: a string↔int64 ``StringLookup`` becomes
+  ONNX-ML's ``CategoryMapper``), then ``onnx.checker`` (an op tf2onnx cannot map stays a TF op and is
+  rejected here).
+- **keras**: ``model.save("model.keras")``; verified by ``keras.models.load_model(path,
+  custom_objects=<the contract's custom_objects()>)``.
+- **weights**: ``model.save_weights("model.weights.h5")``; verified by loading it into a model
+  freshly built by the contract.
 
 Serving interface (identical in all formats): inputs are the contract's ``input_signature`` keys
 with its dtypes and shapes (batch ``None``); outputs are named after the model's outputs: the keys
@@ -35,24 +44,40 @@ import numpy as np
 import tensorflow as tf
 
 from .errors import ExportError, one_line
+from .result import artifact_label as label
 
 SIGNATURE = "serving_default"
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
 DEFAULT_CALIBRATION_SAMPLES = 512
 _UNSUPPORTED_TFLITE = re.compile(r"'tf\.(\w+)' op is neither a custom op nor a flex op")
+_TABLE_OPS = {"HashTableV2", "MutableHashTableV2", "LookupTableFindV2", "LookupTableImportV2", "LookupTableSizeV2"}
+LOOKUP_HINT = ("move the StringLookup/IntegerLookup/Hashing step into the dataset (a tf.data map) so the model "
+               "takes the looked-up ids")
+FILE_NAMES = {"savedmodel": "savedmodel", "tflite": "model.tflite", "onnx": "model.onnx", "keras": "model.keras",
+              "weights": "model.weights.h5"}
 
 
 @dataclass
 class Artifact:
-    format: str  # savedmodel | tflite | onnx
+    format: str  # savedmodel | tflite | onnx | keras | weights
     rel: str  # path inside the export directory
     quantization: str | None = None
     opset: int | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    """Facts a user of the artifact must know (fixed batch, runtime restrictions)."""
+
+    @property
+    def quantized(self) -> bool:
+        return self.quantization not in (None, "none")
 
     @property
     def label(self) -> str:
-        return f"{self.format} ({self.quantization})" if self.quantization not in (None, "none") else self.format
+        return label(self.format, self.quantization)
+
+
+def tflite_name(quantization: str) -> str:
+    return FILE_NAMES["tflite"] if quantization == "none" else f"model_{quantization}.tflite"
 
 
 @dataclass
@@ -103,22 +128,46 @@ def reference(serve: Serving, inputs: dict[str, np.ndarray]) -> dict[str, np.nda
     return {k: np.asarray(v) for k, v in out.items()}
 
 
-def savedmodel(model: Any, serve: Serving, path: Path) -> Artifact:
+def savedmodel(model: Any, serve: Serving, path: Path, batch: int | None = None) -> Artifact:
+    """The SavedModel; ``batch`` fixes the signature's batch dimension (the TFLite route for recurrent layers)."""
     import keras
 
+    signature = serve.signature
+    if batch is not None:
+        signature = {k: tf.TensorSpec([batch, *s.shape[1:]], s.dtype, name=k) for k, s in signature.items()}
     try:
         archive = keras.export.ExportArchive()
         archive.track(model)
-        archive.add_endpoint(name=SIGNATURE, fn=serve.fn, input_signature=[serve.signature])
+        archive.add_endpoint(name=SIGNATURE, fn=serve.fn, input_signature=[signature])
         archive.write_out(str(path), verbose=False)
     except Exception as exc:  # noqa: BLE001
         raise ExportError("ConversionFailed", f"savedmodel: export failed: {one_line(exc)}") from None
     return Artifact(format="savedmodel", rel=path.name, details={"signature": SIGNATURE})
 
 
+def keras_file(model: Any, path: Path) -> Artifact:
+    try:
+        model.save(str(path))
+    except Exception as exc:  # noqa: BLE001
+        raise ExportError("ConversionFailed", f"keras: model.save failed: {one_line(exc)}") from None
+    return Artifact(format="keras", rel=path.name)
+
+
+def weights_file(model: Any, path: Path) -> Artifact:
+    try:
+        model.save_weights(str(path))
+    except Exception as exc:  # noqa: BLE001
+        raise ExportError("ConversionFailed", f"weights: model.save_weights failed: {one_line(exc)}") from None
+    return Artifact(format="weights", rel=path.name)
+
+
+class TensorListError(ExportError):
+    """The converter cannot lower TensorList ops (recurrent layers) with a dynamic batch."""
+
+
 def tflite(saved_model_dir: Path, path: Path, quantization: str = "none",
            calibration: dict[str, np.ndarray] | None = None) -> Artifact:
-    label = "tflite" if quantization == "none" else f"tflite ({quantization})"
+    lbl = label("tflite", quantization)
     try:
         conv = tf.lite.TFLiteConverter.from_saved_model(str(saved_model_dir), signature_keys=[SIGNATURE])
         conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
@@ -128,7 +177,7 @@ def tflite(saved_model_dir: Path, path: Path, quantization: str = "none",
             conv.target_spec.supported_types = [tf.float16]
         elif quantization == "int8":
             if not calibration:
-                raise ExportError("ConversionFailed", f"{label}: no calibration samples")
+                raise ExportError("ConversionFailed", f"{lbl}: no calibration samples")
             conv.representative_dataset = _representative(calibration)
         with warnings.catch_warnings():  # int8 calibration uses tf.lite.Interpreter internally
             warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated.*")
@@ -136,17 +185,36 @@ def tflite(saved_model_dir: Path, path: Path, quantization: str = "none",
     except ExportError:
         raise
     except Exception as exc:  # noqa: BLE001 - ConverterError lists the unsupported ops
-        ops = sorted(set(_UNSUPPORTED_TFLITE.findall(str(exc))))
-        if ops:
-            raise ExportError(
-                "ConversionFailed",
-                f"{label}: unsupported op(s) {', '.join(ops)}: not TFLite built-ins (LiteRT runs built-in ops only); "
-                "drop 'tflite' from export.formats or avoid these ops",
-            ) from None
-        raise ExportError("ConversionFailed", f"{label}: conversion failed: {one_line(exc)}") from None
+        raise converter_failure(lbl, exc) from None
     path.write_bytes(content)
     details = {"calibrationSamples": len(next(iter(calibration.values())))} if quantization == "int8" and calibration else {}
     return Artifact(format="tflite", rel=path.name, quantization=quantization, details=details)
+
+
+def converter_failure(lbl: str, exc: BaseException) -> ExportError:
+    """A one-line, whole-word reason from a TFLite ``ConverterError`` (its structured errors, not the MLIR dump)."""
+    text = str(exc)
+    ops = sorted(set(_UNSUPPORTED_TFLITE.findall(text)))
+    if ops and set(ops) & _TABLE_OPS:
+        return ExportError("ConversionFailed", f"{lbl}: the model has a lookup table LiteRT's built-in ops cannot run "
+                           f"({', '.join(ops)}; built-in hash tables map string<->int64 only): {LOOKUP_HINT}")
+    if ops:
+        return ExportError(
+            "ConversionFailed",
+            f"{lbl}: unsupported op(s) {', '.join(ops)}: not TFLite built-ins (LiteRT runs built-in ops only); "
+            "drop 'tflite' from export.formats or avoid these ops",
+        )
+    messages: list[str] = []
+    for err in getattr(exc, "errors", None) or []:
+        msg = " ".join(str(getattr(err, "error_message", "")).replace("\\n", " ").split())
+        if msg and msg not in messages:
+            messages.append(msg)
+    if not messages:
+        messages = [m.strip() for m in re.findall(r"error: (?:loc\(.*?\)\)*:? ?)?([^\n]+)", text)] or [one_line(exc)]
+    reason = "; ".join(messages)
+    if "tensor list" in reason.lower() or "TensorList" in reason:
+        return TensorListError("ConversionFailed", f"{lbl}: {reason}")
+    return ExportError("ConversionFailed", f"{lbl}: conversion failed: {reason}")
 
 
 def _representative(calibration: dict[str, np.ndarray]) -> Callable[[], Any]:
@@ -159,34 +227,40 @@ def _representative(calibration: dict[str, np.ndarray]) -> Callable[[], Any]:
     return gen
 
 
-def onnx(serve: Serving, path: Path, opset: int) -> Artifact:
+def onnx(saved_model_dir: Path, path: Path, opset: int, serve: Serving) -> Artifact:
+    """ONNX from the verified SavedModel's ``serving_default`` (tf2onnx's ``--saved-model`` route)."""
     import onnx as onnx_lib
-    import tf2onnx
+    from tf2onnx import convert, tf_loader
 
-    names = list(serve.signature)
-    specs = [serve.signature[n] for n in names]
-
-    @tf.function(input_signature=specs)
-    def positional(*args: tf.Tensor) -> dict[str, tf.Tensor]:
-        return serve.fn(dict(zip(names, args)))
-
-    label = f"onnx (opset {opset})"
+    lbl = f"onnx (opset {opset})"
     logging.getLogger("tf2onnx").setLevel(logging.ERROR)
     try:
-        proto, _ = tf2onnx.convert.from_function(positional, input_signature=specs, opset=opset)
+        graph_def, inputs, outputs, tables, renames = tf_loader.from_saved_model(
+            str(saved_model_dir), None, None, None, [SIGNATURE], None, False,
+            return_initialized_tables=True, return_tensors_to_rename=True)
+        with tf.device("/cpu:0"):
+            proto, _ = convert._convert_common(  # noqa: SLF001 - the body of tf2onnx's --saved-model CLI
+                graph_def, name=SIGNATURE, opset=opset, input_names=inputs, output_names=outputs,
+                tensors_to_rename=renames, initialized_tables=tables, continue_on_error=True)
     except Exception as exc:  # noqa: BLE001
-        raise ExportError("ConversionFailed", f"{label}: conversion failed: {one_line(exc)}") from None
+        raise ExportError("ConversionFailed", f"{lbl}: conversion failed: {one_line(exc)}") from None
+    unknown = sorted({n.op_type for n in proto.graph.node if not _known_onnx_op(n, opset)})
+    if set(unknown) & _TABLE_OPS:
+        raise ExportError("ConversionFailed", f"{lbl}: the model has a lookup table tf2onnx cannot map ({', '.join(unknown)}; "
+                          f"only constant string<->int64 tables become ONNX-ML CategoryMapper): {LOOKUP_HINT}")
     try:
         onnx_lib.checker.check_model(proto)
     except Exception as exc:  # noqa: BLE001 - an unmapped TF op survives as an unknown node
-        unknown = sorted({n.op_type for n in proto.graph.node if not _known_onnx_op(n, opset)})
         hint = f" (ops tf2onnx could not convert: {', '.join(unknown)})" if unknown else ""
-        raise ExportError("ConversionFailed", f"{label}: invalid model{hint}: {one_line(exc)}") from None
+        raise ExportError("ConversionFailed", f"{lbl}: invalid model{hint}: {one_line(exc)}") from None
+    if unknown:
+        raise ExportError("ConversionFailed", f"{lbl}: ops tf2onnx could not convert: {', '.join(unknown)}")
+    names = list(serve.signature)
     got_in = [i.name for i in proto.graph.input]
     got_out = [o.name for o in proto.graph.output]
-    if got_in != names or sorted(got_out) != sorted(serve.output_names):
+    if sorted(got_in) != sorted(names) or sorted(got_out) != sorted(serve.output_names):
         raise ExportError(
-            "ConversionFailed", f"{label}: names changed in conversion: inputs {got_in} outputs {got_out}, "
+            "ConversionFailed", f"{lbl}: names changed in conversion: inputs {got_in} outputs {got_out}, "
             f"expected {names} {serve.output_names}"
         )
     path.write_bytes(proto.SerializeToString())

@@ -4,11 +4,21 @@ Schema (``schema: tfps.dev/export-manifest/v1``; all paths relative, POSIX, no `
 
     job, namespace, model (module), createdAt (UTC ISO 8601)
     checkpoint: {step, path}                 path relative to the job root
-    signature:  {name: "serving_default", inputs: [{name, shape, dtype}], outputs: [...]}
-                shape uses null for the (dynamic) batch dimension
-    artifacts:  [{format, path, bytes, sha256, quantization, opset, inputs, outputs,
-                  files?, calibrationSamples?, verification: {samples, maxAbsError, maxRelError,
-                  argmaxAgreement, tolerance: {maxAbs, maxRel, minArgmaxAgreement}, passed}}]
+    signature:  {name: "serving_default", inputs: [{name, shape, dtype}], outputs: [{name, shape, dtype, kind}]}
+                shape uses null for the (dynamic) batch dimension; kind is classification|regression
+                (how quantized artifacts are judged, see verify.py)
+    complete:   true when every required format passed (only then does ``exports/latest`` point here)
+    required:   the required formats
+    samples:    {count, origin: dataset|sample_inputs, labels: whether the dataset's labels were used}
+    artifacts:  [{format, path, bytes, sha256, quantization, opset, inputs, outputs, files?,
+                  calibrationSamples?, batch?, xnnpack?, notes: [..],
+                  verification: {samples, maxAbsError, maxRelError, argmaxAgreement,
+                                 tolerance: {maxAbs, maxRel, minArgmaxAgreement}, passed, warnings: [..],
+                                 outputs: [{name, kind, maxAbsError, scale, maxRelError, bound,
+                                            argmaxAgreement, decisiveSamples, accuracy?, passed,
+                                            problem?, warning?}]}}]
+                only artifacts that passed verification; the figures of each output on its own.
+    failed:     [{format, quantization, reason, message}] the requested artifacts that did not pass
                 path relative to the export directory; for a directory artifact (SavedModel)
                 ``bytes`` is the sum of its files and ``sha256`` is the SHA-256 of the text
                 ``"<sha256 of file>  <relative path>\\n"`` for every file sorted by path (the output
@@ -65,13 +75,10 @@ def versions() -> dict[str, str]:
     return out
 
 
-def tensor_specs(specs: dict[str, Any]) -> list[dict[str, Any]]:
-    """[{name, shape, dtype}] from {name: (shape list, dtype str)}."""
-    return [{"name": n, "shape": list(s), "dtype": d} for n, (s, d) in specs.items()]
-
-
 def build(*, job: str, namespace: str, model: str, checkpoint_step: int, checkpoint_path: str,
-          inputs: list[dict[str, Any]], outputs: list[dict[str, Any]], artifacts: list[dict[str, Any]]) -> dict[str, Any]:
+          inputs: list[dict[str, Any]], outputs: list[dict[str, Any]], artifacts: list[dict[str, Any]],
+          failed: list[dict[str, Any]] | None = None, required: list[str] | None = None, complete: bool = True,
+          samples: dict[str, Any] | None = None) -> dict[str, Any]:
     check_relative(checkpoint_path, "manifest checkpoint.path")
     for a in artifacts:
         check_relative(a["path"], f"manifest artifact {a['format']} path")
@@ -85,7 +92,11 @@ def build(*, job: str, namespace: str, model: str, checkpoint_step: int, checkpo
         "createdAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "checkpoint": {"step": checkpoint_step, "path": checkpoint_path},
         "signature": {"name": "serving_default", "inputs": inputs, "outputs": outputs},
+        "complete": complete,
+        "required": required or [],
+        "samples": samples or {},
         "artifacts": artifacts,
+        "failed": failed or [],
         "versions": versions(),
     }
 

@@ -9,6 +9,12 @@ Layout under the job root::
         manifest.json        written last, fsynced with everything else before the rename
       latest -> <step>       relative symlink to the highest complete step, swapped atomically
       LATEST                 the same step as text (for volumes without symlinks and for humans)
+      serving/<step> -> ../<step>/savedmodel
+                             TF Serving's layout (``<base>/<version>/saved_model.pb``): point
+                             ``tensorflow_model_server --model_base_path`` at ``exports/serving``
+
+"Complete" means every required format passed (``"complete": true`` in the manifest); an export whose
+required format failed is still published with what passed, but ``latest`` does not move to it.
 
 ``rename(2)`` within one directory is atomic on POSIX filesystems, so a reader sees either no
 ``exports/<step>`` or a complete one. The ``latest`` symlink is replaced by creating
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import re
 import secrets
@@ -39,7 +46,8 @@ from .safepaths import inside, refuse_symlinks
 MANIFEST = "manifest.json"
 LATEST_LINK = "latest"
 LATEST_FILE = "LATEST"
-_STALE = re.compile(r"^\.(tmp|old)-\d+-[0-9a-f]+$|^\.(latest|LATEST)-[0-9a-f]+$")
+SERVING_DIR = "serving"
+_STALE = re.compile(r"^\.(tmp|old)-\d+-[0-9a-f]+$|^\.(latest|LATEST|serving)-[0-9a-f]+$")
 
 
 def _fsync_path(path: Path) -> None:
@@ -71,10 +79,12 @@ def _remove(path: Path) -> None:
 def clean_stale(exports: Path) -> list[str]:
     """Remove leftovers of interrupted exports (only names this module creates)."""
     removed = []
-    for entry in sorted(exports.iterdir()):
+    serving = exports / SERVING_DIR
+    entries = [*exports.iterdir(), *(serving.iterdir() if serving.is_dir() and not serving.is_symlink() else [])]
+    for entry in sorted(entries):
         if _STALE.match(entry.name):
             _remove(entry)
-            removed.append(entry.name)
+            removed.append(entry.relative_to(exports).as_posix())
     return removed
 
 
@@ -124,8 +134,9 @@ class Publisher:
             if path.exists():
                 shutil.rmtree(path, ignore_errors=True)
 
-    def commit(self, staging: Path, step: int) -> Path:
-        """Rename the verified ``staging`` to ``exports/<step>`` and repoint ``latest``."""
+    def commit(self, staging: Path, step: int, serving: bool = False) -> Path:
+        """Rename the verified ``staging`` to ``exports/<step>``, link it into ``serving/`` (when it holds a
+        SavedModel) and repoint ``latest``."""
         refuse_symlinks(staging, "staged export")
         if not (staging / MANIFEST).is_file():
             raise ExportError("PublishFailed", f"{staging} has no {MANIFEST}; refusing to publish it")
@@ -142,16 +153,55 @@ class Publisher:
             _fsync_path(self.exports)
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
+            self._serving_version(step, final if serving else None)
             self.update_latest()
         except OSError as exc:
             raise ExportError("PublishFailed", f"cannot publish {final}: {exc}") from None
         return final
 
+    def _serving_version(self, step: int, final: Path | None) -> None:
+        """``serving/<step>`` → ``../<step>/savedmodel`` (a copy where the volume has no symlinks); removed
+        when the new export of that step has no SavedModel."""
+        base = self.exports / SERVING_DIR
+        if final is None and not base.is_dir():
+            return
+        if base.is_symlink() or (base.exists() and not base.is_dir()):
+            raise ExportError("UnsafePath", f"{base} exists and is not a directory; refusing to use it")
+        base.mkdir(exist_ok=True)
+        version = base / str(step)
+        tmp = base / f".serving-{secrets.token_hex(4)}"
+        if final is not None:
+            try:
+                os.symlink(f"../{step}/savedmodel", tmp)
+            except OSError:
+                shutil.copytree(final / "savedmodel", tmp)
+            if version.is_dir() and not version.is_symlink():
+                self._swap(tmp, version)
+            else:
+                os.replace(tmp, version)
+        elif version.is_symlink() or version.exists():
+            _remove(version)
+        _fsync_path(base)
+
+    @staticmethod
+    def _swap(new: Path, old: Path) -> None:
+        """Replace the directory ``old`` (a copied version) by ``new``."""
+        gone = old.with_name(f".serving-{secrets.token_hex(4)}")
+        os.rename(old, gone)
+        os.rename(new, old)
+        shutil.rmtree(gone, ignore_errors=True)
+
     def complete_steps(self) -> list[int]:
+        """Steps whose export is published and has every required format (the manifest's ``complete``)."""
         steps = []
         for entry in self.exports.iterdir():
             if entry.name.isdigit() and not entry.is_symlink() and (entry / MANIFEST).is_file():
-                steps.append(int(entry.name))
+                try:
+                    complete = json.loads((entry / MANIFEST).read_text()).get("complete", True)
+                except (OSError, ValueError):
+                    continue
+                if complete:
+                    steps.append(int(entry.name))
         return sorted(steps)
 
     def update_latest(self) -> int | None:

@@ -8,11 +8,16 @@ Transport
     to the file named by env ``TFPS_TERMINATION_LOG`` (default ``/dev/termination-log``, written only
     if it exists; skipped when unwritable), and the same line to stdout as its last line.
 
-Success (exit code 0)::
+Every requested format has an outcome: it passed (an ``artifacts`` entry, published) or it failed
+(a ``failed`` entry with its reason, not published). The formats in ``required`` decide the exit code.
+
+Success (exit code 0: every required format passed; optional ones may be in ``failed``)::
 
     {"ok": true, "step": 120, "path": "exports/120", "manifest": "exports/120/manifest.json",
      "artifacts": [{"format": "savedmodel", "path": "exports/120/savedmodel", "bytes": 51234,
-                    "sha256": "…", "maxError": 0.0, "quantization": null}, …]}
+                    "sha256": "…", "maxError": 0.0, "quantization": null}, …],
+     "failed": [{"format": "tflite", "quantization": "int8", "reason": "VerificationFailed",
+                 "message": "tflite (int8): output 'probs': argmax agreement 0.70 < 0.90 …"}]}
 
     ``path``/``manifest``/``artifacts[].path`` are relative to the job root (``<mount>/<ns>/<job>``).
     ``maxError`` is the largest absolute difference from the TensorFlow model measured in
@@ -21,11 +26,19 @@ Success (exit code 0)::
 
 Failure (exit code from :class:`ExitCode`, never 0)::
 
-    {"ok": false, "reason": "VerificationFailed", "message": "onnx: max abs error 3e-05 > ..."}
+    {"ok": false, "reason": "VerificationFailed", "message": "onnx: max abs error 3e-05 > ...",
+     "step": 120, "path": "exports/120", "artifacts": [...], "failed": [...]}
 
-``reason`` is one of :data:`Reason`; each reason has its own exit code (:data:`EXIT_CODES`), so
-the operator can still name the failure when the termination message is missing. Exit codes not in
-the table (e.g. 137 when killed) mean the exporter died without reporting.
+    ``reason`` is one of :data:`Reason`; each reason has its own exit code (:data:`EXIT_CODES`), so
+    the operator can still name the failure when the termination message is missing. Exit codes not in
+    the table (e.g. 137 when killed) mean the exporter died without reporting. When a required format
+    failed but others passed, those were still published: ``path`` and ``artifacts`` say where
+    (``exports/latest`` does not move to such an export).
+
+Pre-flight (``--preflight``: fresh weights, nothing published; exit code 0 unless a required format
+fails) writes a :class:`PreflightReport`::
+
+    {"preflight": true, "ok": true, "passed": ["savedmodel", "onnx"], "failed": [...]}
 
 Operator usage::
 
@@ -45,7 +58,7 @@ from pydantic.alias_generators import to_camel
 MAX_MESSAGE_BYTES = 4096
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 
-ArtifactFormat = Literal["savedmodel", "tflite", "onnx"]
+ArtifactFormat = Literal["savedmodel", "tflite", "onnx", "keras", "weights"]
 
 Reason = Literal[
     "SettingsInvalid",  # TFPS_JOB or the command line is malformed
@@ -103,12 +116,31 @@ class ArtifactResult(_Msg):
     quantization: str | None = None
 
 
+def artifact_label(fmt: str, quantization: str | None = None) -> str:
+    """``tflite (int8)``, ``onnx``: how an artifact is named in messages, tables and ``required`` checks."""
+    return f"{fmt} ({quantization})" if quantization not in (None, "none") else fmt
+
+
+class FormatFailure(_Msg):
+    """A requested format (or TFLite variant) that was not published, and why."""
+
+    format: ArtifactFormat
+    quantization: str | None = None
+    reason: Reason
+    message: str
+
+    @property
+    def label(self) -> str:
+        return artifact_label(self.format, self.quantization)
+
+
 class ExportSucceeded(_Msg):
     ok: Literal[True] = True
     step: int
     path: str
     manifest: str
     artifacts: list[ArtifactResult] = Field(default_factory=list)
+    failed: list[FormatFailure] = Field(default_factory=list)
     truncated: bool = False
 
 
@@ -116,6 +148,27 @@ class ExportFailed(_Msg):
     ok: Literal[False] = False
     reason: Reason
     message: str
+    step: int | None = None
+    path: str | None = None
+    """Set when formats that passed were published although a required one failed."""
+    manifest: str | None = None
+    artifacts: list[ArtifactResult] = Field(default_factory=list)
+    failed: list[FormatFailure] = Field(default_factory=list)
+    truncated: bool = False
+
+
+class PreflightReport(_Msg):
+    """What ``--preflight`` found: every requested format converted and verified on fresh weights."""
+
+    preflight: Literal[True] = True
+    ok: bool
+    passed: list[str] = Field(default_factory=list)
+    """Labels of the artifacts that converted and verified, e.g. ``tflite (int8)``."""
+    failed: list[FormatFailure] = Field(default_factory=list)
+    required_failed: list[str] = Field(default_factory=list)
+    """Labels of the failed artifacts whose format is required."""
+    warnings: list[str] = Field(default_factory=list)
+    """E.g. ``tflite: inconclusive: output 'probs' is constant over the 64 verification inputs``."""
 
 
 ExportResult = Annotated[Union[ExportSucceeded, ExportFailed], Field(discriminator="ok")]
@@ -127,19 +180,62 @@ def parse_message(text: str) -> ExportSucceeded | ExportFailed:
     return _ADAPTER.validate_json(text.strip())
 
 
-def encode(result: ExportSucceeded | ExportFailed) -> str:
-    """One compact JSON line that fits in :data:`MAX_MESSAGE_BYTES` (artifacts/message shortened if needed)."""
+def parse_preflight(text: str) -> PreflightReport:
+    """Parse a pre-flight termination message; raises ``ValueError`` if malformed."""
+    return PreflightReport.model_validate_json(text.strip())
+
+
+def parse_any(text: str) -> ExportSucceeded | ExportFailed | PreflightReport:
+    """A pre-flight report or an export result (a failed pre-flight that could not build the model is an
+    :class:`ExportFailed`)."""
+    if '"preflight":true' in text.replace(" ", ""):
+        return parse_preflight(text)
+    return parse_message(text)
+
+
+FAILURE_MESSAGE_BYTES = 400
+"""Each ``failed[].message`` in the termination message is cut to this; the manifest has it whole."""
+
+
+def _shorten(text: str, limit: int) -> str:
+    raw = text.encode()
+    if len(raw) <= limit:
+        return text
+    cut = raw[: limit - 3].decode(errors="ignore")
+    return (cut.rsplit(" ", 1)[0] if " " in cut[-40:] else cut) + "…"
+
+
+def encode(result: ExportSucceeded | ExportFailed | PreflightReport) -> str:
+    """One compact JSON line that fits in :data:`MAX_MESSAGE_BYTES`: failure messages are shortened first,
+    then the artifact list is dropped (``truncated``), then the message itself is shortened."""
+    failed = [f.model_copy(update={"message": _shorten(f.message, FAILURE_MESSAGE_BYTES)}) for f in result.failed]
+    result = result.model_copy(update={"failed": failed})
     line = result.model_dump_json(by_alias=True)
     if len(line.encode()) < MAX_MESSAGE_BYTES:
         return line
-    if isinstance(result, ExportSucceeded):
-        return result.model_copy(update={"artifacts": [], "truncated": True}).model_dump_json(by_alias=True)
-    budget = MAX_MESSAGE_BYTES - 200
-    short = result.message.encode()[:budget].decode(errors="ignore") + "…"
-    return result.model_copy(update={"message": short}).model_dump_json(by_alias=True)
+    if not isinstance(result, PreflightReport):
+        result = result.model_copy(update={"artifacts": [], "truncated": True})
+        line = result.model_dump_json(by_alias=True)
+        if len(line.encode()) < MAX_MESSAGE_BYTES:
+            return line
+    short_failed = [f.model_copy(update={"message": _shorten(f.message, 120)}) for f in result.failed]
+    result = result.model_copy(update={"failed": short_failed})
+    if isinstance(result, ExportFailed):
+        budget = max(200, MAX_MESSAGE_BYTES - 200 - len(result.model_copy(update={"message": ""}).model_dump_json().encode()))
+        result = result.model_copy(update={"message": _shorten(result.message, budget)})
+    line = result.model_dump_json(by_alias=True)
+    if len(line.encode()) >= MAX_MESSAGE_BYTES:  # pathological: many failed formats
+        result = result.model_copy(update={"failed": result.failed[:2]})
+        line = result.model_dump_json(by_alias=True)
+    return line
 
 
-def exit_code(result: ExportSucceeded | ExportFailed) -> int:
+def exit_code(result: ExportSucceeded | ExportFailed | PreflightReport) -> int:
+    if isinstance(result, PreflightReport):
+        if result.ok:
+            return int(ExitCode.OK)
+        first = next((f for f in result.failed if f.label in result.required_failed), None)
+        return int(EXIT_CODES[first.reason]) if first else int(ExitCode.VERIFICATION_FAILED)
     return int(ExitCode.OK) if result.ok else int(EXIT_CODES[result.reason])
 
 

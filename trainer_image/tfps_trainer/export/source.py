@@ -109,15 +109,27 @@ def call_with_dict(contract: ModelContract, args: dict[str, Any], sig: dict[str,
     return isinstance(features, dict)
 
 
+@dataclass
+class Samples:
+    """Real inputs (and, from the dataset, their labels) that every artifact is run on."""
+
+    inputs: dict[str, np.ndarray]
+    labels: Any = None
+    """The dataset's labels for these inputs (an array, or a dict by output name); None from ``sample_inputs``."""
+    origin: str = "dataset"
+    """``sample_inputs`` or ``dataset``: where the inputs came from (recorded in the manifest)."""
+
+
 def samples(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.TensorSpec], n: int,
-            *, skip: int = 0, prefer_sample_fn: bool = True) -> dict[str, np.ndarray]:
+            *, skip: int = 0, prefer_sample_fn: bool = True) -> Samples:
     """``n`` real inputs: the contract's ``sample_inputs`` or examples ``skip..skip+n`` of its dataset."""
     fn = contract.fn("sample_inputs") if prefer_sample_fn else None
+    labels = None
     try:
         if fn is not None:
             raw = fn(n, args)
         else:
-            raw = _from_dataset(contract, args, sig, n, skip)
+            raw, labels = _from_dataset(contract, args, sig, n, skip)
     except ExportError:
         raise
     except Exception as exc:  # noqa: BLE001
@@ -131,7 +143,8 @@ def samples(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.Ten
     for name, spec in sig.items():
         if name not in raw:
             raise ExportError("ContractError", f"{contract.module_name}: samples lack input {name!r}")
-        arr = np.asarray(raw[name])[:n].astype(spec.dtype.as_numpy_dtype)
+        arr = np.asarray(raw[name])[:n]
+        arr = arr.astype(object) if spec.dtype == tf.string else arr.astype(spec.dtype.as_numpy_dtype)
         if not spec.shape.is_compatible_with(arr.shape):
             raise ExportError(
                 "ContractError", f"{contract.module_name}: sample input {name!r} has shape {arr.shape}, signature {spec.shape}"
@@ -139,15 +152,19 @@ def samples(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.Ten
         out[name] = arr
     if any(len(v) < n for v in out.values()):
         raise ExportError("ContractError", f"{contract.module_name}: fewer than {n} samples available")
-    return out
+    return Samples(out, labels, "sample_inputs" if fn is not None else "dataset")
 
 
-def _from_dataset(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.TensorSpec], n: int, skip: int) -> Any:
+def _from_dataset(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.TensorSpec], n: int,
+                  skip: int) -> tuple[dict[str, np.ndarray], Any]:
     ds = contract.dataset(None, n, args)
     got: dict[str, list[np.ndarray]] = {}
+    labels: list[Any] = []
     count = 0
     for element in ds.unbatch().skip(skip).batch(n).take(1):
         features = element[0] if isinstance(element, tuple) else element
+        if isinstance(element, tuple) and len(element) > 1:
+            labels.append(tf.nest.map_structure(lambda t: t.numpy(), element[1]))
         if not isinstance(features, dict):
             features = {next(iter(sig)): features}
         for k, v in features.items():
@@ -155,12 +172,23 @@ def _from_dataset(contract: ModelContract, args: dict[str, Any], sig: dict[str, 
         count = len(next(iter(features.values())))
     if count < n:
         raise ExportError("ContractError", f"{contract.module_name}.dataset yielded {count} examples, need {n}")
-    return {k: np.concatenate(v) for k, v in got.items()}
+    return {k: np.concatenate(v) for k, v in got.items()}, (labels[0] if labels else None)
 
 
-def build_and_restore(contract: ModelContract, args: dict[str, Any], ckpt: CheckpointRef,
-                      sample: dict[str, np.ndarray], as_dict: bool) -> Any:
-    """Build the contract's model, create its variables, restore ``model`` from the checkpoint."""
+def labels_by_output(labels: Any, output_names: list[str]) -> dict[str, np.ndarray]:
+    """The dataset's labels matched to the serving outputs: one array for a one-output model, or a dict
+    whose keys are output names. Anything else (unmatched structures) gives no labels."""
+    if labels is None:
+        return {}
+    if isinstance(labels, dict):
+        return {k: np.asarray(v) for k, v in labels.items() if k in output_names}
+    if isinstance(labels, (list, tuple)):
+        return {n: np.asarray(v) for n, v in zip(output_names, labels)} if len(labels) == len(output_names) else {}
+    return {output_names[0]: np.asarray(labels)} if len(output_names) == 1 else {}
+
+
+def build_model(contract: ModelContract, args: dict[str, Any], sample: dict[str, np.ndarray], as_dict: bool) -> Any:
+    """The contract's model with fresh weights, its variables created by one call on ``sample``."""
     import keras
 
     try:
@@ -169,6 +197,13 @@ def build_and_restore(contract: ModelContract, args: dict[str, Any], ckpt: Check
             model(sample if as_dict else next(iter(sample.values())), training=False)
     except Exception as exc:  # noqa: BLE001
         raise ExportError("ContractError", f"{contract.module_name}.build_model failed: {one_line(exc)}") from None
+    return model
+
+
+def build_and_restore(contract: ModelContract, args: dict[str, Any], ckpt: CheckpointRef,
+                      sample: dict[str, np.ndarray], as_dict: bool) -> Any:
+    """Build the contract's model, create its variables, restore ``model`` from the checkpoint."""
+    model = build_model(contract, args, sample, as_dict)
     try:
         status = tf.train.Checkpoint(model=model).restore(str(ckpt.prefix))
         status.expect_partial()

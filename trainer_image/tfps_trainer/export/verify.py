@@ -1,87 +1,326 @@
-"""Run each artifact in its own runtime on real inputs and compare with the TensorFlow model.
+"""Judge an artifact: run it in its own runtime on real inputs and compare with the TensorFlow model.
 
-Runtimes: SavedModel reloaded with ``tf.saved_model.load`` (signature ``serving_default``),
-TFLite through LiteRT (``ai_edge_litert.interpreter``, signature runner), ONNX through ONNX Runtime
-(CPU provider). All samples go through in one batch (the batch dimension is dynamic everywhere).
+Runtimes: SavedModel reloaded with ``tf.saved_model.load`` (signature ``serving_default``), TFLite
+through LiteRT (``ai_edge_litert.interpreter``, signature runner, XNNPACK on as users run it), ONNX
+through ONNX Runtime (CPU provider), ``.keras`` through ``keras.models.load_model(path,
+custom_objects=...)``, ``.weights.h5`` loaded into a freshly built model of the contract.
 
-Metrics, per artifact over all outputs and samples (``ref`` = TensorFlow model, ``out`` = artifact):
+Every output is judged on its own, by what it is (:func:`output_kind`):
 
-- ``maxAbsError`` = max |out − ref|
-- ``maxRelError`` = max over outputs of max|out − ref| / max|ref| (error relative to the output's
-  scale; element-wise relative error is meaningless near zero)
-- ``argmaxAgreement`` = share of samples whose argmax over the last axis agrees (outputs whose last
-  dimension is > 1 only; otherwise null)
+- **classification** (probabilities or logits over classes, or a binary score): the class the
+  artifact picks must agree with the TensorFlow model's (``argmaxAgreement``), counted over the
+  *decisive* inputs only, those whose top-1 margin is above :data:`TIE_MARGIN` of the output's scale
+  (a near-tie may flip without harm);
+- **regression** (anything else): ``max|out − ref| ≤ maxAbs + maxRel · scale``, where ``scale`` is
+  ``max|ref|`` for float artifacts (``numpy.allclose`` in spirit, but relative to the output's
+  magnitude, so noise near zero does not fail it) and the quantization range
+  ``max(ref, 0) − min(ref, 0)`` for quantized ones.
 
-Pass rule: ``maxAbsError <= tolerance.maxAbs`` OR ``maxRelError <= tolerance.maxRel`` (like
-``numpy.allclose``: an absolute floor or a scale-relative bound), AND ``argmaxAgreement >=
-tolerance.minArgmaxAgreement`` when both are set. Any NaN/Inf in an artifact's output fails.
+Float artifacts apply the error bound to classification outputs too (plus the agreement when
+``minArgmaxAgreement`` is set); quantized artifacts judge classification outputs by agreement only.
+NaN/Inf in an artifact's output always fails. An output that does not vary over the verification
+inputs, or a classifier nearly tied on all of them, passes with the warning "inconclusive".
 
-Tolerances: ``settings.export.tolerances[format]`` for the float artifacts, else
-:data:`DEFAULT_TOLERANCES`. Quantized TFLite is checked with the looser
-:data:`QUANTIZED_TOLERANCES` of its mode (scale-relative error; ``maxAbs`` 0 = not used).
+Defaults (:data:`FLOAT_DEFAULTS`, :data:`QUANTIZED_DEFAULTS`) are overridden field by field:
+``settings.export.tolerances[format]`` for float artifacts, ``settings.export.tflite_quantized_tolerance``
+for the quantized TFLite variant.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from ..config import ExportSettings, Tolerance
+from ..config import ExportSettings, OutputKind, Tolerance
 from .errors import ExportError, one_line
 from .formats import SIGNATURE, Artifact
 
-DEFAULT_TOLERANCES: dict[str, Tolerance] = {
-    "savedmodel": Tolerance(max_abs=1e-6, max_rel=1e-6),
-    "tflite": Tolerance(max_abs=1e-4, max_rel=1e-5),
-    "onnx": Tolerance(max_abs=1e-4, max_rel=1e-5),
-}
-QUANTIZED_TOLERANCES: dict[str, Tolerance] = {
-    "float16": Tolerance(max_abs=0.0, max_rel=0.01),
-    "dynamic": Tolerance(max_abs=0.0, max_rel=0.05),
-    "int8": Tolerance(max_abs=0.0, max_rel=0.10),
-}
+
+@dataclass(frozen=True)
+class Limits:
+    """A tolerance with every field resolved."""
+
+    max_abs: float
+    max_rel: float
+    min_argmax_agreement: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"maxAbs": self.max_abs, "maxRel": self.max_rel, "minArgmaxAgreement": self.min_argmax_agreement}
 
 
-def tolerance_for(artifact: Artifact, settings: ExportSettings) -> Tolerance:
-    if artifact.quantization not in (None, "none"):
-        return QUANTIZED_TOLERANCES[artifact.quantization]
-    return settings.tolerances.get(artifact.format) or DEFAULT_TOLERANCES[artifact.format]
+FLOAT_DEFAULTS: dict[str, Limits] = {
+    # float32 round-off through a reloaded graph: ~2e-6 on a BatchNorm conv net whose outputs are ~1
+    "savedmodel": Limits(max_abs=1e-5, max_rel=1e-5, min_argmax_agreement=None),
+    "keras": Limits(max_abs=1e-5, max_rel=1e-5, min_argmax_agreement=None),
+    "weights": Limits(max_abs=1e-5, max_rel=1e-5, min_argmax_agreement=None),
+    # other kernels (LiteRT/XNNPACK, ONNX Runtime) reorder float sums
+    "tflite": Limits(max_abs=1e-4, max_rel=1e-4, min_argmax_agreement=None),
+    "onnx": Limits(max_abs=1e-4, max_rel=1e-4, min_argmax_agreement=None),
+}
+QUANTIZED_DEFAULTS: dict[str, Limits] = {
+    "float16": Limits(max_abs=0.0, max_rel=0.01, min_argmax_agreement=0.99),
+    "dynamic": Limits(max_abs=0.0, max_rel=0.05, min_argmax_agreement=0.95),
+    "int8": Limits(max_abs=0.0, max_rel=0.10, min_argmax_agreement=0.90),
+}
+TIE_MARGIN = 1e-3
+"""A classification input whose top-1 margin is at most this share of the output's scale is a near-tie."""
+CONSTANT_SPREAD = 1e-6
+"""An output whose spread over the inputs is at most this share of its scale is constant."""
+
+
+def _merge(default: Limits, given: Tolerance | None) -> Limits:
+    if given is None:
+        return default
+    return Limits(
+        max_abs=default.max_abs if given.max_abs is None else given.max_abs,
+        max_rel=default.max_rel if given.max_rel is None else given.max_rel,
+        min_argmax_agreement=(default.min_argmax_agreement if given.min_argmax_agreement is None
+                              else given.min_argmax_agreement),
+    )
+
+
+def tolerance_for(artifact: Artifact, settings: ExportSettings) -> Limits:
+    if artifact.quantized:
+        return _merge(QUANTIZED_DEFAULTS[str(artifact.quantization)], settings.tflite_quantized_tolerance)
+    return _merge(FLOAT_DEFAULTS[artifact.format], settings.tolerances.get(artifact.format))
+
+
+# --- what an output is ----------------------------------------------------------------------------
+
+def _integral(a: np.ndarray) -> bool:
+    return a.dtype.kind in "iub" or (a.dtype.kind == "f" and bool(np.all(np.isfinite(a))) and bool(np.all(a == np.round(a))))
+
+
+def output_kind(ref: np.ndarray, labels: np.ndarray | None, declared: OutputKind | None = None) -> OutputKind:
+    """Declared, else classification when the output is a probability vector, or its labels are class
+    ids (or one-hot rows, or 0/1 for a single score) that fit its width; else regression."""
+    if declared:
+        return declared
+    if ref.ndim < 2 or ref.size == 0 or ref.dtype.kind != "f":
+        return "regression"
+    width = ref.shape[-1]
+    if width >= 2 and np.all(ref >= -1e-6) and np.all(ref <= 1 + 1e-6) and np.allclose(ref.sum(-1), 1.0, atol=1e-3):
+        return "classification"
+    if labels is None or len(labels) != len(ref):
+        return "regression"
+    lab = np.asarray(labels)
+    if not _integral(lab):
+        return "regression"
+    if width >= 2:
+        if lab.shape in (ref.shape[:-1], (*ref.shape[:-1], 1)) and lab.min() >= 0 and lab.max() < width:
+            return "classification"
+        if lab.shape == ref.shape and set(np.unique(lab).tolist()) <= {0, 1} and np.all(lab.sum(-1) == 1):
+            return "classification"
+        return "regression"
+    if lab.size == ref.size and set(np.unique(lab).tolist()) <= {0, 1}:
+        return "classification"
+    return "regression"
+
+
+def _classes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(picked class, top-1 margin) per input; a single score is split at 0.5 (probability) or 0 (logit)."""
+    v = values.reshape(len(values), -1).astype(np.float64) if values.ndim > 2 else values.astype(np.float64)
+    if v.shape[-1] == 1:
+        threshold = 0.5 if np.all((values >= 0) & (values <= 1)) else 0.0
+        return (v[:, 0] > threshold).astype(np.int64), np.abs(v[:, 0] - threshold)
+    top2 = np.sort(v, axis=-1)[..., -2:]
+    return np.argmax(v, axis=-1), top2[..., 1] - top2[..., 0]
+
+
+def _accuracy(values: np.ndarray, labels: np.ndarray) -> float:
+    picked, _ = _classes(values)
+    lab = np.asarray(labels)
+    if lab.shape == values.shape and values.shape[-1] > 1:
+        lab = np.argmax(lab, axis=-1)
+    return float(np.mean(picked.reshape(-1) == lab.reshape(-1).astype(np.int64)))
+
+
+# --- judging --------------------------------------------------------------------------------------
+
+@dataclass
+class OutputFigures:
+    name: str
+    kind: OutputKind
+    max_abs_error: float
+    scale: float
+    bound: float
+    argmax_agreement: float | None = None
+    decisive: int | None = None
+    accuracy: dict[str, float] | None = None
+    passed: bool = True
+    problem: str = ""
+    warning: str = ""
+
+    @property
+    def scaled_error(self) -> float:
+        if self.scale > 0:
+            return self.max_abs_error / self.scale
+        return 0.0 if self.max_abs_error == 0 else float("inf")
+
+    def as_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "name": self.name, "kind": self.kind, "maxAbsError": _finite(self.max_abs_error), "scale": self.scale,
+            "maxRelError": _finite(self.scaled_error), "bound": self.bound, "argmaxAgreement": self.argmax_agreement,
+            "decisiveSamples": self.decisive, "passed": self.passed,
+        }
+        if self.accuracy is not None:
+            doc["accuracy"] = self.accuracy
+        if self.problem:
+            doc["problem"] = self.problem
+        if self.warning:
+            doc["warning"] = self.warning
+        return doc
 
 
 @dataclass
-class Measured:
+class Judgement:
+    label: str
     samples: int
-    max_abs_error: float
-    max_rel_error: float
-    argmax_agreement: float | None
-    passed: bool
-    worst_output: str
+    limits: Limits
+    outputs: list[OutputFigures] = field(default_factory=list)
 
-    def as_json(self, tol: Tolerance) -> dict[str, Any]:
+    @property
+    def passed(self) -> bool:
+        return all(o.passed for o in self.outputs)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"output {o.name!r}: {o.warning}" for o in self.outputs if o.warning]
+
+    @property
+    def max_abs_error(self) -> float:
+        return max((o.max_abs_error for o in self.outputs), default=0.0)
+
+    @property
+    def max_rel_error(self) -> float:
+        return max((o.scaled_error for o in self.outputs), default=0.0)
+
+    @property
+    def argmax_agreement(self) -> float | None:
+        found = [o.argmax_agreement for o in self.outputs if o.argmax_agreement is not None]
+        return min(found) if found else None
+
+    def failure_text(self) -> str:
+        bad = "; ".join(f"output {o.name!r}: {o.problem}" for o in self.outputs if not o.passed)
+        return f"{self.label}: {bad} (over {self.samples} verification inputs)"
+
+    def as_json(self) -> dict[str, Any]:
         return {
             "samples": self.samples,
-            "maxAbsError": self.max_abs_error,
-            "maxRelError": self.max_rel_error,
+            "maxAbsError": _finite(self.max_abs_error),
+            "maxRelError": _finite(self.max_rel_error),
             "argmaxAgreement": self.argmax_agreement,
-            "tolerance": {"maxAbs": tol.max_abs, "maxRel": tol.max_rel, "minArgmaxAgreement": tol.min_argmax_agreement},
+            "tolerance": self.limits.as_json(),
             "passed": self.passed,
+            "outputs": [o.as_json() for o in self.outputs],
+            "warnings": self.warnings,
         }
 
 
+def _finite(x: float) -> float | None:
+    """JSON has no Infinity: a non-finite figure (an artifact that output NaN) is written as null."""
+    return x if np.isfinite(x) else None
+
+
+def judge(artifact: Artifact, ref: dict[str, np.ndarray], out: dict[str, np.ndarray], limits: Limits,
+          kinds: dict[str, OutputKind], labels: dict[str, np.ndarray] | None = None) -> Judgement:
+    """Per-output figures and verdicts of ``out`` (the artifact) against ``ref`` (the TensorFlow model)."""
+    label = artifact.label
+    if set(out) != set(ref):
+        raise ExportError("VerificationFailed", f"{label}: outputs {sorted(out)} differ from the model's {sorted(ref)}")
+    j = Judgement(label=label, samples=len(next(iter(ref.values()))), limits=limits)
+    for name, r in ref.items():
+        o = np.asarray(out[name])
+        if o.shape != r.shape:
+            raise ExportError("VerificationFailed", f"{label}: output {name!r} has shape {o.shape}, model {r.shape}")
+        j.outputs.append(_judge_output(name, r, o, limits, artifact.quantized, kinds[name], (labels or {}).get(name)))
+    return j
+
+
+def _judge_output(name: str, r: np.ndarray, o: np.ndarray, limits: Limits, quantized: bool, kind: OutputKind,
+                  labels: np.ndarray | None) -> OutputFigures:
+    r64, o64 = r.astype(np.float64), o.astype(np.float64)
+    if not r.size:
+        return OutputFigures(name, kind, 0.0, 0.0, 0.0, warning="inconclusive: the output is empty")
+    if quantized:
+        scale = float(max(r64.max(), 0.0) - min(r64.min(), 0.0))
+    else:
+        scale = float(np.max(np.abs(r64)))
+    bound = limits.max_abs + limits.max_rel * scale
+    finite = bool(np.all(np.isfinite(o64)))
+    err = float(np.max(np.abs(o64 - r64))) if finite else float("inf")
+    f = OutputFigures(name, kind, err, scale, bound)
+    if not finite:
+        f.passed, f.problem = False, f"{int(o.size - np.count_nonzero(np.isfinite(o64)))} NaN/Inf value(s)"
+        return f
+    spread = float(np.max(r64.max(axis=0) - r64.min(axis=0))) if len(r64) > 1 else 0.0
+    if spread <= CONSTANT_SPREAD * scale:
+        f.warning = f"inconclusive: outputs constant over the {len(r)} verification inputs"
+    if kind == "classification":
+        ref_cls, margin = _classes(r64)
+        out_cls, _ = _classes(o64)
+        decisive = margin > TIE_MARGIN * max(scale, 1e-12)
+        f.decisive = int(decisive.sum())
+        if f.decisive:
+            f.argmax_agreement = float(np.mean(ref_cls[decisive] == out_cls[decisive]))
+        elif not f.warning:
+            f.warning = f"inconclusive: classes nearly tied on all {len(r)} verification inputs"
+        if labels is not None and len(labels) == len(r):
+            f.accuracy = {"model": _accuracy(r64, labels), "artifact": _accuracy(o64, labels)}
+    problems = []
+    if not (quantized and kind == "classification") and err > bound:
+        problems.append(f"max abs error {err:.3g} > {bound:.3g} (maxAbs {limits.max_abs:g} + maxRel {limits.max_rel:g}"
+                        f" × scale {scale:.3g})")
+    wanted = limits.min_argmax_agreement
+    if kind == "classification" and wanted is not None and f.argmax_agreement is not None and f.argmax_agreement < wanted:
+        problems.append(f"argmax agreement {f.argmax_agreement:.3f} < minArgmaxAgreement {wanted:g}"
+                        f" (over {f.decisive} decisive inputs)")
+    if problems:
+        f.passed, f.problem = False, ", ".join(problems)
+    return f
+
+
+# --- runtimes -------------------------------------------------------------------------------------
+
 Interface = dict[str, list[dict[str, Any]]]  # {"inputs": [{name, shape, dtype}], "outputs": [...]}
+Outputs = dict[str, np.ndarray]
 
 
-def run_artifact(artifact: Artifact, path: Path, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], Interface]:
+@dataclass
+class Runtime:
+    """What running an artifact needs besides its file: for the Keras formats, the contract's model code."""
+
+    load_keras: Callable[[Path], Any] | None = None
+    """Load a ``.keras`` file with the contract's custom objects."""
+    fresh_model: Callable[[], Any] | None = None
+    """A newly built model of the contract, variables created (for ``.weights.h5``)."""
+    call: Callable[[Any, dict[str, np.ndarray]], Outputs] | None = None
+    """Run a Keras model on the inputs and name its outputs as the serving signature does."""
+
+
+def run_artifact(artifact: Artifact, path: Path, inputs: dict[str, np.ndarray],
+                 runtime: Runtime | None = None) -> tuple[Outputs, Interface]:
     """The artifact's outputs on ``inputs`` and its interface, both read from its own runtime."""
     try:
         if artifact.format == "savedmodel":
             return run_savedmodel(path, inputs)
         if artifact.format == "tflite":
-            return run_tflite(path, inputs)
-        return run_onnx(path, inputs)
+            return run_tflite(path, inputs, artifact)
+        if artifact.format == "onnx":
+            return run_onnx(path, inputs)
+        if runtime is None or runtime.call is None:
+            raise ExportError("InternalError", f"{artifact.label}: no Keras runtime given")
+        if artifact.format == "keras":
+            assert runtime.load_keras is not None
+            model = runtime.load_keras(path)
+        else:
+            assert runtime.fresh_model is not None
+            model = runtime.fresh_model()
+            model.load_weights(str(path))
+        return runtime.call(model, inputs), {}
     except ExportError:
         raise
     except Exception as exc:  # noqa: BLE001 - a runtime refusing the artifact is a verification failure
@@ -93,35 +332,63 @@ def _spec(name: str, shape: Any, dtype: Any) -> dict[str, Any]:
     return {"name": name, "shape": dims, "dtype": str(np.dtype(dtype))}
 
 
-def run_savedmodel(path: Path, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], Interface]:
+def run_savedmodel(path: Path, inputs: dict[str, np.ndarray]) -> tuple[Outputs, Interface]:
     import tensorflow as tf
 
     fn = tf.saved_model.load(str(path)).signatures[SIGNATURE]
     iface = {
-        "inputs": [_spec(k, [d for d in s.shape.as_list()], s.dtype.as_numpy_dtype) for k, s in fn.structured_input_signature[1].items()],
+        "inputs": [_spec(k, s.shape.as_list(), s.dtype.as_numpy_dtype) for k, s in fn.structured_input_signature[1].items()],
         "outputs": [_spec(k, s.shape.as_list(), s.dtype.as_numpy_dtype) for k, s in fn.structured_outputs.items()],
     }
     out = fn(**{k: tf.constant(v) for k, v in inputs.items()})
     return {k: v.numpy() for k, v in out.items()}, iface
 
 
-def run_tflite(path: Path, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], Interface]:
-    from ai_edge_litert.interpreter import Interpreter
+def run_tflite(path: Path, inputs: dict[str, np.ndarray], artifact: Artifact | None = None) -> tuple[Outputs, Interface]:
+    """LiteRT with its default delegates (XNNPACK). A model that fails there but runs on the built-in
+    kernels alone is run that way, and the artifact records it (``details.xnnpack``)."""
+    try:
+        return _tflite_outputs(path, inputs, delegates=True)
+    except Exception as exc:  # noqa: BLE001
+        first = one_line(exc, 300)
+        try:
+            result = _tflite_outputs(path, inputs, delegates=False)
+        except Exception:  # noqa: BLE001 - fails either way: report the runtime users get by default
+            raise exc from None
+        if artifact is not None:
+            artifact.details["xnnpack"] = False
+            artifact.notes.append(f"runs only without the XNNPACK delegate (with it: {first}); create the "
+                                  "interpreter with experimental_op_resolver_type=BUILTIN_WITHOUT_DEFAULT_DELEGATES")
+        return result
 
-    runner = Interpreter(model_path=str(path)).get_signature_runner(SIGNATURE)
+
+def _tflite_outputs(path: Path, inputs: dict[str, np.ndarray], delegates: bool) -> tuple[Outputs, Interface]:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    kwargs = {} if delegates else {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
+    runner = Interpreter(model_path=str(path), **kwargs).get_signature_runner(SIGNATURE)
+    details = runner.get_input_details()
     iface = {
-        "inputs": [_spec(k, d["shape_signature"], d["dtype"]) for k, d in runner.get_input_details().items()],
+        "inputs": [_spec(k, d["shape_signature"], d["dtype"]) for k, d in details.items()],
         "outputs": [_spec(k, d["shape_signature"], d["dtype"]) for k, d in runner.get_output_details().items()],
     }
-    return {k: np.asarray(v) for k, v in runner(**inputs).items()}, iface
+    fixed_batch = {int(d["shape_signature"][0]) for d in details.values() if len(d["shape_signature"])} - {-1}
+    n = len(next(iter(inputs.values())))
+    if not fixed_batch:
+        return {k: np.asarray(v) for k, v in runner(**inputs).items()}, iface
+    (b,) = fixed_batch
+    chunks = [runner(**{k: v[i : i + b] for k, v in inputs.items()}) for i in range(0, n - n % b, b)]
+    if n % b:
+        raise ExportError("VerificationFailed", f"{path.name}: fixed batch {b} does not divide {n} verification inputs")
+    return {k: np.concatenate([np.asarray(c[k]) for c in chunks]) for k in chunks[0]}, iface
 
 
 _ORT_TYPES = {"tensor(float)": "float32", "tensor(double)": "float64", "tensor(int64)": "int64",
               "tensor(int32)": "int32", "tensor(float16)": "float16", "tensor(bool)": "bool",
-              "tensor(int8)": "int8", "tensor(uint8)": "uint8"}
+              "tensor(int8)": "int8", "tensor(uint8)": "uint8", "tensor(string)": "object"}
 
 
-def run_onnx(path: Path, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], Interface]:
+def run_onnx(path: Path, inputs: dict[str, np.ndarray]) -> tuple[Outputs, Interface]:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -134,39 +401,5 @@ def run_onnx(path: Path, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.nd
 
     iface = {"inputs": [spec(i) for i in session.get_inputs()], "outputs": [spec(o) for o in session.get_outputs()]}
     names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, inputs))), iface
-
-
-def compare(label: str, ref: dict[str, np.ndarray], out: dict[str, np.ndarray], tol: Tolerance) -> Measured:
-    if set(out) != set(ref):
-        raise ExportError("VerificationFailed", f"{label}: outputs {sorted(out)} differ from the model's {sorted(ref)}")
-    abs_err, rel_err, agreements, worst = 0.0, 0.0, [], next(iter(ref))
-    samples = 0
-    for name, r in ref.items():
-        o = np.asarray(out[name])
-        if o.shape != r.shape:
-            raise ExportError("VerificationFailed", f"{label}: output {name!r} has shape {o.shape}, model {r.shape}")
-        samples = len(r)
-        if not np.all(np.isfinite(o)):
-            raise ExportError("VerificationFailed", f"{label}: output {name!r} contains NaN/Inf")
-        diff = float(np.max(np.abs(o.astype(np.float64) - r.astype(np.float64)))) if r.size else 0.0
-        scale = float(np.max(np.abs(r))) if r.size else 0.0
-        rel = diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf"))
-        if diff > abs_err:
-            worst = name
-        abs_err, rel_err = max(abs_err, diff), max(rel_err, rel)
-        if r.ndim >= 2 and r.shape[-1] > 1:
-            agreements.append(float(np.mean(np.argmax(o, axis=-1) == np.argmax(r, axis=-1))))
-    agreement = min(agreements) if agreements else None
-    close = abs_err <= tol.max_abs or (tol.max_rel is not None and rel_err <= tol.max_rel)
-    argmax_ok = tol.min_argmax_agreement is None or agreement is None or agreement >= tol.min_argmax_agreement
-    return Measured(samples, abs_err, rel_err, agreement, close and argmax_ok, worst)
-
-
-def failure_text(label: str, m: Measured, tol: Tolerance) -> str:
-    parts = [f"max abs error {m.max_abs_error:.3g} (tolerance maxAbs {tol.max_abs:g})"]
-    if tol.max_rel is not None:
-        parts.append(f"max rel error {m.max_rel_error:.3g} (tolerance maxRel {tol.max_rel:g})")
-    if tol.min_argmax_agreement is not None and m.argmax_agreement is not None:
-        parts.append(f"argmax agreement {m.argmax_agreement:.3f} (tolerance minArgmaxAgreement {tol.min_argmax_agreement:g})")
-    return f"{label}: " + ", ".join(parts) + f" on output {m.worst_output!r} over {m.samples} samples"
+    feed = {k: (v.astype(object) if v.dtype.kind in "SU" else v) for k, v in inputs.items()}
+    return dict(zip(names, session.run(names, feed))), iface
