@@ -205,7 +205,7 @@ class Judgement:
 
     def failure_text(self) -> str:
         bad = "; ".join(f"output {o.name!r}: {o.problem}" for o in self.outputs if not o.passed)
-        return f"{self.label}: {bad} (over {self.samples} verification inputs)"
+        return f"{self.label}: {bad}"
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -273,7 +273,7 @@ def _judge_output(name: str, r: np.ndarray, o: np.ndarray, limits: Limits, quant
     problems = []
     if not (quantized and kind == "classification") and err > bound:
         problems.append(f"max abs error {err:.3g} > {bound:.3g} (maxAbs {limits.max_abs:g} + maxRel {limits.max_rel:g}"
-                        f" × scale {scale:.3g})")
+                        f" × scale {scale:.3g}) over {len(r)} verification inputs")
     wanted = limits.min_argmax_agreement
     if kind == "classification" and wanted is not None and f.argmax_agreement is not None and f.argmax_agreement < wanted:
         problems.append(f"argmax agreement {f.argmax_agreement:.3f} < minArgmaxAgreement {wanted:g}"
@@ -401,5 +401,11 @@ def run_onnx(path: Path, inputs: dict[str, np.ndarray]) -> tuple[Outputs, Interf
 
     iface = {"inputs": [spec(i) for i in session.get_inputs()], "outputs": [spec(o) for o in session.get_outputs()]}
     names = [o.name for o in session.get_outputs()]
-    feed = {k: (v.astype(object) if v.dtype.kind in "SU" else v) for k, v in inputs.items()}
-    return dict(zip(names, session.run(names, feed))), iface
+    return dict(zip(names, session.run(names, {k: _ort_input(v) for k, v in inputs.items()}))), iface
+
+
+def _ort_input(v: np.ndarray) -> np.ndarray:
+    """ONNX Runtime takes strings as ``str`` objects (TensorFlow gives ``bytes``, which it silently misreads)."""
+    if v.dtype.kind not in "OSU":
+        return v
+    return np.vectorize(lambda s: s.decode() if isinstance(s, bytes) else str(s), otypes=[object])(v)
