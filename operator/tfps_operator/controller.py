@@ -240,13 +240,15 @@ class Controller:
         if isinstance(job, str):
             return invalid_spec(current, body["metadata"].get("generation"), job, t)
         job_key = (namespace, name)
-        export = None
+        export = preflight = None
         if current.phase == "Exporting":
             export = state.recent.export_job(views.job_export_jobs(job_key), names.export_job_name(name))
+        if current.phase in (None, "Pending"):
+            preflight = state.recent.export_job(views.job_export_jobs(job_key), names.preflight_job_name(name))
         existing: set[str] = set()
         if current.phase not in ("Succeeded", "Failed"):
             existing = state.recent.existing(views.job_children(job_key), body["metadata"].get("uid"))
-        observed = observe(state.recent.pods(views.job_pods(job_key)), export, existing)
+        observed = observe(state.recent.pods(views.job_pods(job_key)), export, existing, preflight)
         return reconcile(job, current, observed, t, self.settings.build, state.hold(t))
 
     @staticmethod

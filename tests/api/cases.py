@@ -137,6 +137,8 @@ INVALID: list[Case] = [
     case("int8-without-calibration", "spec.export.tflite.calibrationSamples",
          _set("spec.export.tflite", {"quantization": "int8"})),
     case("format-repeated", "spec.export.formats", _set("spec.export.formats", ["onnx", "onnx"])),
+    case("required-not-requested", "spec.export.required",
+         _set("spec.export", {"formats": ["savedmodel", "onnx"], "required": ["savedmodel", "tflite"]})),
     case("storage-both", "spec.storage",
          _set("spec.storage", {"claimName": "data", "volumeClaimTemplate": {"size": "1Gi"}})),
     case("storage-neither", "spec.storage", _set("spec.storage", {"mountPath": "/data"})),
@@ -171,6 +173,8 @@ INVALID: list[Case] = [
     # unknown fields: rejected with strict field validation (kubectl's default), pruned otherwise
     case("unknown-spec-field", "spec.foo", _set("spec.foo", 1)),
     case("typo-template", f"{W}.templat", _set(f"{W}.templat", {})),
+    case("output-kind-unknown", "spec.export.verify.outputKinds.probs",
+         _set("spec.export.verify", {"outputKinds": {"probs": "ranking"}})),
     case("tolerance-unknown-format", "spec.export.verify.tolerances.pdf",
          _set("spec.export.verify", {"tolerances": {"pdf": {"maxAbs": 1.0}}})),
 ]

@@ -94,7 +94,7 @@ def test_defaults_enums_and_ranges_come_from_the_models() -> None:
     assert spec["training"]["required"] == ["steps"]
     # dict[Literal, X] became fixed properties; free-form dicts preserve unknown fields
     tol = spec["export"]["properties"]["verify"]["properties"]["tolerances"]
-    assert set(tol["properties"]) == {"savedmodel", "tflite", "onnx"}
+    assert set(tol["properties"]) == {"savedmodel", "tflite", "onnx", "keras", "weights"}
     assert spec["model"]["properties"]["args"]["x-kubernetes-preserve-unknown-fields"] is True
 
 

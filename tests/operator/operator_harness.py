@@ -213,7 +213,7 @@ def job_body(name: str, *, ps: int = 1, workers: int = 2, claim: str = "data", e
             "training": {"steps": 10},
             "replicas": {"chief": chief, "ps": {"replicas": ps}, "worker": {"replicas": workers}},
             "storage": {"claimName": claim},
-            "export": {"enabled": export, **(export_spec or {})},
+            "export": {"enabled": export, "preflight": False, **(export_spec or {})},
             "runPolicy": run_policy or {},
             **spec,
         },

@@ -7,7 +7,7 @@ from typing import Any
 
 from tfps_operator.api.models import PSTrainingJob, PSTrainingJobStatus
 from tfps_operator.build import names
-from tfps_operator.build.labels import EXPORT_COMPONENT, base_labels, pod_labels
+from tfps_operator.build.labels import EXPORT_COMPONENT, PREFLIGHT_COMPONENT, base_labels, pod_labels
 from tfps_operator.reconcile.observed import Observed, observe
 from tfps_operator.settings import BuildConfig
 
@@ -18,6 +18,9 @@ UID = "0b4f6c1e-0000-4000-8000-000000000001"
 
 def make_job(name: str = "mnist", namespace: str = "team-a", *, ps: int = 2, workers: int = 3, evaluator: int = 0,
              status: dict[str, Any] | None = None, **spec: Any) -> PSTrainingJob:
+    """A validated job. The export pre-flight is off unless ``export`` asks for it: the tests of training
+    and export start from pods; the pre-flight has tests of its own."""
+    spec["export"] = {"preflight": False, **spec.get("export", {})}
     body: dict[str, Any] = {
         "apiVersion": "tfps.dev/v1alpha1",
         "kind": "PSTrainingJob",
@@ -68,20 +71,22 @@ def all_pods(job: PSTrainingJob, phase: str = "Running", restart: int = 0, **ove
 
 
 def export_pod(job: PSTrainingJob, phase: str, message: str = "", exit_code: int | None = None,
-               suffix: str = "abcde") -> dict[str, Any]:
+               suffix: str = "abcde", preflight: bool = False) -> dict[str, Any]:
     st: dict[str, Any] = {"phase": phase}
     if exit_code is not None:
         st["containerStatuses"] = [{"name": "trainer", "state": {"terminated": {
             "exitCode": exit_code, "message": message, "finishedAt": "2026-01-01T12:00:00Z"}}}]
-    return {"metadata": {"name": f"{names.export_job_name(job.metadata.name)}-{suffix}", "uid": f"uid-exp-{suffix}",
-                         "labels": base_labels(job.metadata.name, EXPORT_COMPONENT)}, "status": st}
+    job_name = (names.preflight_job_name if preflight else names.export_job_name)(job.metadata.name)
+    component = PREFLIGHT_COMPONENT if preflight else EXPORT_COMPONENT
+    return {"metadata": {"name": f"{job_name}-{suffix}", "uid": f"uid-exp-{suffix}",
+                         "labels": base_labels(job.metadata.name, component)}, "status": st}
 
 
-def batch_job(job: PSTrainingJob, condition: str | None = None, message: str = "") -> dict[str, Any]:
+def batch_job(job: PSTrainingJob, condition: str | None = None, message: str = "", preflight: bool = False) -> dict[str, Any]:
     conds = [{"type": condition, "status": "True", "reason": "BackoffLimitExceeded" if condition == "Failed" else "",
               "message": message}] if condition else []
-    return {"metadata": {"name": names.export_job_name(job.metadata.name), "uid": "uid-export-job"},
-            "status": {"conditions": conds}}
+    name = (names.preflight_job_name if preflight else names.export_job_name)(job.metadata.name)
+    return {"metadata": {"name": name, "uid": f"uid-{name}"}, "status": {"conditions": conds}}
 
 
 def infra(job: PSTrainingJob) -> set[str]:
@@ -93,8 +98,8 @@ def infra(job: PSTrainingJob) -> set[str]:
 
 
 def observed(job: PSTrainingJob, pods: list[dict[str, Any]] = (), export_job: dict[str, Any] | None = None,
-             existing: set[str] | None = None) -> Observed:
-    return observe(list(pods), export_job, infra(job) if existing is None else existing)
+             existing: set[str] | None = None, preflight_job: dict[str, Any] | None = None) -> Observed:
+    return observe(list(pods), export_job, infra(job) if existing is None else existing, preflight_job)
 
 
 def later(seconds: float) -> datetime:

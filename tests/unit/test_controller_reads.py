@@ -26,7 +26,7 @@ def job_body(rv: int = 10, **status: Any) -> dict[str, Any]:
         "apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob",
         "metadata": {"name": "mnist", "namespace": "team-a", "uid": UID, "generation": 1, "resourceVersion": str(rv)},
         "spec": {"model": {"module": "tfps_trainer.examples.linear"}, "training": {"steps": 100},
-                 "storage": {"claimName": "data"},
+                 "storage": {"claimName": "data"}, "export": {"preflight": False},
                  "replicas": {"ps": {"replicas": 1}, "worker": {"replicas": 2}}},
         **({"status": status} if status else {}),
     }

@@ -361,6 +361,130 @@ def test_export_complete_but_garbage_termination_message_is_export_failed():
     assert "not an export result" in C.get(plan.status, C.FAILED).message
 
 
+def test_an_optional_format_that_failed_is_recorded_with_an_event_and_the_job_still_succeeds():
+    job = make_job(ps=1, workers=1)
+    failed = {"format": "tflite", "quantization": "int8", "reason": "VerificationFailed",
+              "message": "tflite (int8): output 'probs': argmax agreement 0.700 < minArgmaxAgreement 0.9"}
+    msg = json.dumps({**RESULT, "failed": [failed]})
+    obs = observed(job, [export_pod(job, "Succeeded", msg, exit_code=0)], export_job=batch_job(job, "Complete"))
+    plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(90), CFG)
+    assert plan.status.phase == "Succeeded" and cond(plan, C.SUCCEEDED) == ("True", "ExportSucceeded")
+    assert cond(plan, C.EXPORT_COMPLETE) == ("False", "FormatsFailed")
+    assert "tflite (int8)" in C.get(plan.status, C.EXPORT_COMPLETE).message
+    (f,) = plan.status.export.failed
+    assert (f.format, f.quantization, f.reason) == ("tflite", "int8", "VerificationFailed")
+    assert [(e.type, e.reason) for e in plan.events if e.reason == "ExportFormatFailed"] == [("Warning", "ExportFormatFailed")]
+    assert "argmax agreement 0.700" in next(e.message for e in plan.events if e.reason == "ExportFormatFailed")
+
+
+def test_every_format_exported_sets_export_complete_true():
+    job = make_job(ps=1, workers=1)
+    obs = observed(job, [export_pod(job, "Succeeded", json.dumps(RESULT), exit_code=0)], export_job=batch_job(job, "Complete"))
+    plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(90), CFG)
+    assert cond(plan, C.EXPORT_COMPLETE) == ("True", "AllFormatsExported")
+    assert plan.status.export.failed == []
+
+
+def test_a_required_format_that_failed_fails_the_job_and_status_shows_what_was_published():
+    job = make_job(ps=1, workers=1, export={"required": ["savedmodel", "onnx"]})
+    failed = {"format": "onnx", "reason": "ConversionFailed", "message": "onnx (opset 17): ops tf2onnx could not convert: Igamma"}
+    msg = json.dumps({"ok": False, "reason": "ConversionFailed", "message": "required format(s) onnx failed: ...",
+                      "step": 120, "path": "exports/120", "artifacts": RESULT["artifacts"][:1], "failed": [failed]})
+    obs = observed(job, [export_pod(job, "Failed", msg, exit_code=6)], export_job=batch_job(job, "Failed"))
+    plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(90), CFG)
+    assert plan.status.phase == "Failed" and cond(plan, C.FAILED) == ("True", "ExportFailed")
+    assert C.get(plan.status, C.FAILED).message.startswith("ConversionFailed: required format(s) onnx failed")
+    assert [a.format for a in plan.status.export.artifacts] == ["savedmodel"]
+    assert [f.format for f in plan.status.export.failed] == ["onnx"]
+
+
+# --- export pre-flight -----------------------------------------------------------------------------
+
+def _preflight_report(**fields) -> str:
+    return json.dumps({"preflight": True, "ok": True, "passed": ["savedmodel", "tflite", "onnx"], **fields})
+
+
+def test_a_new_job_with_preflight_creates_only_the_preflight_job_and_infra_and_stays_pending():
+    job = make_job(ps=1, workers=1, export={"preflight": True})
+    plan = reconcile(job, status(), observed(job, existing=set()), T0, CFG)
+    assert plan.status.phase == "Pending"
+    assert "mnist-preflight" in created_names(plan)
+    assert not [n for n in created_names(plan) if n.startswith("mnist-chief") or n.startswith("mnist-ps")]
+    job_manifest = next(a.manifest for a in plan.creates() if a.manifest["kind"] == "Job")
+    assert job_manifest["spec"]["backoffLimit"] == 0
+    assert job_manifest["spec"]["template"]["spec"]["containers"][0]["command"][-1] == "--preflight"
+    # while it runs, nothing more is created
+    again = reconcile(job, plan.status, observed(job, [export_pod(job, "Running", preflight=True)],
+                                                 preflight_job=batch_job(job, preflight=True)), later(5), CFG)
+    assert again.creates() == [] and again.status.phase == "Pending"
+
+
+def test_preflight_passed_records_the_condition_and_creates_the_pods_in_the_same_pass():
+    job = make_job(ps=1, workers=1, export={"preflight": True})
+    obs = observed(job, [export_pod(job, "Succeeded", _preflight_report(), exit_code=0, preflight=True)],
+                   preflight_job=batch_job(job, "Complete", preflight=True))
+    plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), obs, later(20), CFG)
+    assert cond(plan, C.EXPORT_PREFLIGHT) == ("True", "PreflightPassed")
+    assert sorted(n for n in created_names(plan)) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0"]
+    # and once recorded it is never run again (a restart of the job does not repeat it)
+    later_plan = reconcile(job, plan.status, observed(job, all_pods(job)), later(30), CFG)
+    assert "mnist-preflight" not in created_names(later_plan)
+
+
+def test_preflight_with_an_optional_format_failing_warns_and_trains():
+    job = make_job(ps=1, workers=1, export={"preflight": True})
+    failed = [{"format": "tflite", "quantization": "none", "reason": "ConversionFailed",
+               "message": "tflite: the model has a lookup table LiteRT's built-in ops cannot run"}]
+    obs = observed(job, [export_pod(job, "Succeeded", _preflight_report(failed=failed, passed=["savedmodel"]),
+                                    exit_code=0, preflight=True)], preflight_job=batch_job(job, "Complete", preflight=True))
+    plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), obs, later(20), CFG)
+    assert cond(plan, C.EXPORT_PREFLIGHT) == ("False", "FormatsWillFail")
+    assert "lookup table" in C.get(plan.status, C.EXPORT_PREFLIGHT).message
+    assert ("Warning", "ExportPreflightWarning") in [(e.type, e.reason) for e in plan.events]
+    assert "mnist-chief-0" in created_names(plan)
+
+
+def test_preflight_with_a_required_format_failing_fails_the_job_before_any_pod():
+    job = make_job(ps=1, workers=1, export={"preflight": True})
+    failed = [{"format": "savedmodel", "reason": "ConversionFailed", "message": "savedmodel: export failed: boom"}]
+    report = _preflight_report(ok=False, passed=[], failed=failed, requiredFailed=["savedmodel"])
+    obs = observed(job, [export_pod(job, "Failed", report, exit_code=6, preflight=True)],
+                   preflight_job=batch_job(job, "Failed", preflight=True))
+    plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), obs, later(20), CFG)
+    assert plan.status.phase == "Failed" and cond(plan, C.FAILED) == ("True", "ExportPreflightFailed")
+    assert "savedmodel: export failed: boom" in C.get(plan.status, C.FAILED).message
+    assert not [n for n in created_names(plan) if n.startswith("mnist-")]
+
+
+def test_preflight_that_cannot_build_the_model_fails_the_job_with_the_contract_error():
+    job = make_job(ps=1, workers=1, export={"preflight": True})
+    msg = json.dumps({"ok": False, "reason": "ContractError", "message": "model module 'x' is missing loss"})
+    obs = observed(job, [export_pod(job, "Failed", msg, exit_code=3, preflight=True)],
+                   preflight_job=batch_job(job, "Failed", preflight=True))
+    plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), obs, later(20), CFG)
+    assert cond(plan, C.FAILED) == ("True", "ExportPreflightFailed")
+    assert "ContractError: model module 'x' is missing loss" in C.get(plan.status, C.FAILED).message
+
+
+def test_preflight_that_gave_no_verdict_warns_and_trains_anyway():
+    job = make_job(ps=1, workers=1, export={"preflight": True})
+    obs = observed(job, [export_pod(job, "Failed", "OOMKilled", exit_code=137, preflight=True)],
+                   preflight_job=batch_job(job, "Failed", preflight=True))
+    plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), obs, later(20), CFG)
+    assert cond(plan, C.EXPORT_PREFLIGHT) == ("False", "PreflightDidNotRun")
+    assert "exit code 137" in C.get(plan.status, C.EXPORT_PREFLIGHT).message
+    assert "mnist-chief-0" in created_names(plan)
+
+
+def test_preflight_is_skipped_when_export_is_off_or_pods_already_exist():
+    off = make_job(ps=1, workers=1, export={"enabled": False, "preflight": True})
+    assert "mnist-preflight" not in created_names(reconcile(off, status(), observed(off), T0, CFG))
+    job = make_job(ps=1, workers=1, export={"preflight": True})
+    plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), observed(job, all_pods(job, "Pending")),
+                     later(5), CFG)
+    assert "mnist-preflight" not in created_names(plan)
+
+
 # --- deadline, suspend, TTL ----------------------------------------------------------------------
 
 def test_deadline_in_the_future_asks_to_be_woken_exactly_then():

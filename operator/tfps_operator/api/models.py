@@ -46,7 +46,8 @@ the documented regex allows it, and exact comparisons (:mod:`.quantity`) need a 
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 """A container environment variable name, as the API server validates it."""
 
-ExportFormat = Literal["savedmodel", "tflite", "onnx"]
+ExportFormat = Literal["savedmodel", "tflite", "onnx", "keras", "weights"]
+OutputKind = Literal["classification", "regression"]
 
 
 def cel(rule: str, message: str, field_path: str | None = None, message_expression: str | None = None) -> dict[str, str]:
@@ -363,11 +364,15 @@ def _default_storage() -> StorageSpec:
 
 
 class Tolerance(_Model):
-    """Allowed difference between an artifact and the TensorFlow model on the same inputs."""
+    """Allowed difference between an artifact and the TensorFlow model on the same inputs, per output:
+    max|artifact - model| <= maxAbs + maxRel * scale (scale: the output's largest magnitude; for a
+    quantized artifact, its range), and for classification outputs the share of inputs whose predicted
+    class agrees >= minArgmaxAgreement (quantized artifacts judge classification outputs by that alone).
+    An unset field keeps the exporter's default (docs/export.md)."""
 
-    max_abs: float | None = Field(default=None, ge=0, description="Maximum absolute error.")
-    max_rel: float | None = Field(default=None, ge=0, description="Maximum relative error.")
-    min_argmax_agreement: float | None = Field(default=None, ge=0, le=1, description="For classifiers: share of samples whose argmax agrees.")
+    max_abs: float | None = Field(default=None, ge=0, description="Absolute part of the error bound.")
+    max_rel: float | None = Field(default=None, ge=0, description="Part of the error bound relative to the output's scale.")
+    min_argmax_agreement: float | None = Field(default=None, ge=0, le=1, description="For classification outputs: least share of (non-tied) inputs whose predicted class agrees with the model's.")
 
 
 class TFLiteExport(_Model):
@@ -379,8 +384,11 @@ class TFLiteExport(_Model):
     ))
 
     quantization: Literal["none", "dynamic", "float16", "int8"] = Field(
-        default="none", description="Post-training quantization: none, dynamic (range), float16 or int8 (full integer, needs calibrationSamples).")
+        default="none", description="Also produce a quantized variant: none, dynamic (range), float16 or int8 (full integer, needs calibrationSamples).")
     calibration_samples: int = Field(default=0, ge=0, le=100000, description="Samples from the model's dataset used to calibrate int8.")
+    quantized_tolerance: Tolerance | None = Field(default=None, description=(
+        "Tolerance of the quantized variant (verify.tolerances.tflite is the float model's); defaults: float16 "
+        "maxRel 0.01 / minArgmaxAgreement 0.99, dynamic 0.05 / 0.95, int8 0.10 / 0.90."))
 
 
 class ONNXExport(_Model):
@@ -393,7 +401,12 @@ class VerifySpec(_Model):
     """Every artifact is run on real inputs and compared with the TensorFlow model."""
 
     samples: int = Field(default=64, ge=1, le=100000, description="Real inputs each artifact is checked on.")
-    tolerances: dict[ExportFormat, Tolerance] | None = Field(default=None, description="Per-format tolerances; the exporter's defaults when unset.")
+    tolerances: dict[ExportFormat, Tolerance] | None = Field(default=None, description=(
+        "Per-format tolerances of the float artifacts; the exporter's defaults when unset (savedmodel, keras, "
+        "weights: maxAbs 1e-5, maxRel 1e-5; tflite, onnx: 1e-4, 1e-4)."))
+    output_kinds: dict[str, OutputKind] | None = Field(default=None, description=(
+        "How an output (by serving name) is judged: classification or regression. Undeclared outputs are "
+        "classification when they are probabilities, or their labels are class ids; else regression."))
 
 
 class ExportSpec(_Model):
@@ -401,18 +414,33 @@ class ExportSpec(_Model):
 
     model_config = ConfigDict(json_schema_extra=_rules(
         cel("self.formats.all(f, self.formats.filter(g, g == f).size() == 1)", "must not repeat a format", ".formats"),
+        cel("!has(self.required) || self.required.all(f, f in self.formats)",
+            "every required format must be listed in formats", ".required"),
     ))
 
     enabled: bool = Field(default=True, description="false: training only, no export.")
     formats: list[ExportFormat] = Field(
-        default_factory=lambda: ["savedmodel", "tflite", "onnx"], min_length=1, max_length=3,
-        description="Artifacts to produce: a subset of savedmodel, tflite, onnx.",
+        default_factory=lambda: ["savedmodel", "tflite", "onnx"], min_length=1, max_length=5,
+        description="Artifacts to produce: a subset of savedmodel, tflite, onnx, keras (.keras file), weights (.weights.h5).",
     )
+    required: list[ExportFormat] | None = Field(default=None, max_length=5, description=(
+        "Formats whose failure fails the job; every other format that fails is recorded (status.export.failed, "
+        "an Event, condition ExportComplete=False) and the job still succeeds. Unset: savedmodel when it is "
+        "among formats, else every format. tflite covers its quantized variant too."))
+    preflight: bool = Field(default=True, description=(
+        "Before the training pods start, convert and verify the model with fresh weights (a short Job): a "
+        "required format that cannot be exported fails the job at once; other failures are a warning."))
     tflite: TFLiteExport = Field(default_factory=TFLiteExport, description="TensorFlow Lite options.")
     onnx: ONNXExport = Field(default_factory=ONNXExport, description="ONNX options.")
     verify: VerifySpec = Field(default_factory=VerifySpec, description="Verification of every artifact.")
     resources: ResourceRequirements | None = Field(default=None, description="Resources of the export Job's container.")
     backoff_limit: int = Field(default=1, ge=0, le=10, description="Retries of the export Job.")
+
+    def required_formats(self) -> list[ExportFormat]:
+        """``required``, or its default: savedmodel when requested, else every requested format."""
+        if self.required is not None:
+            return list(self.required)
+        return ["savedmodel"] if "savedmodel" in self.formats else list(self.formats)
 
 
 class RunPolicy(_Model):
@@ -498,13 +526,23 @@ class Artifact(_Model):
     quantization: str | None = None
 
 
+class FailedArtifact(_Model):
+    """A requested format (or TFLite variant) that was not published, and why."""
+
+    format: ExportFormat
+    quantization: str | None = None
+    reason: str
+    message: str
+
+
 class ExportStatus(_Model):
     """The export Job and its artifacts."""
 
     job_name: str | None = Field(default=None, description="Name of the export batch/v1 Job.")
     step: int | None = Field(default=None, description="Checkpoint step that was exported.")
     path: str | None = None
-    artifacts: list[Artifact] = Field(default_factory=list)
+    artifacts: list[Artifact] = Field(default_factory=list, description="Published artifacts, each verified.")
+    failed: list[FailedArtifact] = Field(default_factory=list, description="Requested artifacts that failed, with the reason.")
 
 
 class PSTrainingJobStatus(_Model):

@@ -12,19 +12,22 @@ from . import labels, names
 from .pods import merged_meta, pod_spec, settings_env
 
 EXPORT_COMMAND = ["python", "-m", "tfps_trainer.export"]
+PREFLIGHT_COMMAND = [*EXPORT_COMMAND, "--preflight"]
 
 
-def export_job(job: PSTrainingJob, cfg: BuildConfig) -> dict[str, Any]:
+def export_job(job: PSTrainingJob, cfg: BuildConfig, preflight: bool = False) -> dict[str, Any]:
     """A ``batch/v1`` Job owned by the PSTrainingJob. It runs with the chief's template overrides
     (labels, annotations, scheduling, pull secrets, extra volumes: it loads the same model code),
-    ``spec.export.resources``
-    and ``spec.export.backoffLimit``. The exporter reports its result as the container's termination
-    message (tfps_trainer.export.result)."""
+    ``spec.export.resources`` and ``spec.export.backoffLimit``. The exporter reports its result as the
+    container's termination message (tfps_trainer.export.result).
+
+    ``preflight``: the pre-flight Job instead (``--preflight``: fresh weights, nothing published, before
+    training), which is not retried: its verdict is deterministic."""
     name = job.metadata.name
     chief_template = job.spec.replicas.chief.template
     spec = pod_spec(
         job, cfg,
-        command=EXPORT_COMMAND,
+        command=PREFLIGHT_COMMAND if preflight else EXPORT_COMMAND,
         env=[{"name": SETTINGS_ENV, "value": settings_env(job, cfg)}],
         ports=[],
         resources=job.spec.export.resources,
@@ -38,9 +41,9 @@ def export_job(job: PSTrainingJob, cfg: BuildConfig) -> dict[str, Any]:
         container.pop("resources", None)
         if res:
             container["resources"] = res.to_wire()
-    ours = labels.base_labels(name, labels.EXPORT_COMPONENT)
+    ours = labels.base_labels(name, labels.PREFLIGHT_COMPONENT if preflight else labels.EXPORT_COMPONENT)
     pod_labels, annotations = merged_meta(chief_template, ours)
-    job_name = names.export_job_name(name)
+    job_name = names.preflight_job_name(name) if preflight else names.export_job_name(name)
     template_meta: dict[str, Any] = {"labels": pod_labels}
     if annotations:
         template_meta["annotations"] = annotations
@@ -49,7 +52,7 @@ def export_job(job: PSTrainingJob, cfg: BuildConfig) -> dict[str, Any]:
         "kind": "Job",
         "metadata": labels.child_metadata(job, job_name, dict(ours)),
         "spec": {
-            "backoffLimit": job.spec.export.backoff_limit,
+            "backoffLimit": 0 if preflight else job.spec.export.backoff_limit,
             "template": {"metadata": template_meta, "spec": spec},
         },
     }

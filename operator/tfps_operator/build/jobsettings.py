@@ -14,6 +14,7 @@ from tfps_trainer.config import (
 )
 
 from ..api.models import PSTrainingJob, Role
+from ..api.models import Tolerance as ApiTolerance
 
 
 def replica_counts(job: PSTrainingJob) -> dict[Role, int]:
@@ -24,6 +25,10 @@ def replica_counts(job: PSTrainingJob) -> dict[Role, int]:
 def job_root(mount_path: str, job: PSTrainingJob) -> str:
     """``<mount>/<namespace>/<job>``: where checkpoints, TensorBoard logs and exports live."""
     return str(PurePosixPath(mount_path) / job.metadata.namespace / job.metadata.name)
+
+
+def _tolerance(tol: ApiTolerance | None) -> Tolerance:
+    return Tolerance(**tol.model_dump(exclude_none=True)) if tol else Tolerance()
 
 
 def job_settings(job: PSTrainingJob, mount_path: str | None = None) -> JobSettings:
@@ -50,14 +55,14 @@ def job_settings(job: PSTrainingJob, mount_path: str | None = None) -> JobSettin
         export=ExportSettings(
             enabled=e.enabled,
             formats=tuple(e.formats),
+            required=tuple(e.required_formats()),
             tflite_quantization=e.tflite.quantization,
             tflite_calibration_samples=e.tflite.calibration_samples,
+            tflite_quantized_tolerance=_tolerance(e.tflite.quantized_tolerance),
             onnx_opset=e.onnx.opset,
             verify_samples=e.verify.samples,
-            tolerances={
-                fmt: Tolerance(**tol.model_dump(exclude_none=True))
-                for fmt, tol in (e.verify.tolerances or {}).items()
-            },
+            tolerances={fmt: _tolerance(tol) for fmt, tol in (e.verify.tolerances or {}).items()},
+            output_kinds=dict(e.verify.output_kinds or {}),
         ),
         seed=t.seed,
     )

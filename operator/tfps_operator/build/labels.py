@@ -17,6 +17,7 @@ RESTART = "tfps.dev/restart"
 job (a lower value) is stale and is replaced, never counted as a new failure."""
 COMPONENT = "app.kubernetes.io/component"
 EXPORT_COMPONENT = "export"
+PREFLIGHT_COMPONENT = "export-preflight"
 
 
 def base_labels(job: str, component: str) -> dict[str, str]:

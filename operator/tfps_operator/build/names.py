@@ -36,3 +36,8 @@ def pvc_name(job: str) -> str:
 def export_job_name(job: str) -> str:
     """The one export Job of a training run: a fixed name, so reconciling again can never make a second."""
     return f"{job}-export"
+
+
+def preflight_job_name(job: str) -> str:
+    """The export pre-flight Job (fresh weights, before training): one per job."""
+    return f"{job}-preflight"

@@ -14,6 +14,12 @@ RUNNING = "Running"
 RESTARTING = "Restarting"
 SUSPENDED = "Suspended"
 EXPORTING = "Exporting"
+EXPORT_PREFLIGHT = "ExportPreflight"
+"""True: every requested format converted and verified on fresh weights before training. False with
+reason FormatsWillFail (optional formats only; the job goes on) or PreflightDidNotRun."""
+EXPORT_COMPLETE = "ExportComplete"
+"""After the export: True when every requested format was published, False (FormatsFailed) naming those
+that were not."""
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 

@@ -10,7 +10,12 @@ Phases::
        │  └─ suspend ─► Suspended  │  │ worker failed: recreated    └─ export failed ─► Failed
        │                           ▼  │
        └────────────── Restarting (chief/PS failed or lost: all pods recreated, restarts+1)
-    Failed: BackoffLimitExceeded, DeadlineExceeded, ReplicaFailed, InvalidSpec, ExportFailed
+    Failed: BackoffLimitExceeded, DeadlineExceeded, ReplicaFailed, InvalidSpec, ExportFailed,
+            ExportPreflightFailed
+
+With export and ``spec.export.preflight`` on, a new job first runs the pre-flight Job (fresh weights,
+every requested conversion and verification) while Pending; its trainer pods are created once it has
+reported (condition ExportPreflight), or not at all when a required format cannot be exported.
 
 Every trainer pod carries ``tfps.dev/restart`` = ``status.restarts`` at its creation. After a
 whole-job restart the older pods are *stale*: they are deleted and replaced, never counted again.
@@ -25,8 +30,8 @@ from pydantic import ValidationError
 
 from tfps_trainer.summary import parse_success
 
-from ..api.models import (Artifact, CheckpointStatus, ExportStatus, PSTrainingJob, PSTrainingJobStatus,
-                          ReplicaStatus)
+from ..api.models import (Artifact, CheckpointStatus, ExportStatus, FailedArtifact, PSTrainingJob,
+                          PSTrainingJobStatus, ReplicaStatus)
 from ..build import labels, names
 from ..build.export_job import export_job
 from ..build.jobsettings import replica_counts
@@ -134,7 +139,7 @@ def _decide(x: _Ctx) -> None:
     _ensure(x, infra)
     if x.st.phase == "Exporting":
         _exporting(x, export_manifest)
-    else:
+    elif not _preflight_pending(x) or _preflight(x):
         _training(x, pods, export_manifest)
     return
 
@@ -350,6 +355,56 @@ def _training_done(x: _Ctx, export_manifest: dict[str, Any] | None) -> None:
         _succeed(x, "TrainingSucceeded", "training finished; export is disabled", event=False)
 
 
+def _preflight_pending(x: _Ctx) -> bool:
+    """A new job with export and pre-flight on that has no pre-flight verdict yet (a job whose pods already
+    exist, e.g. started by an operator without pre-flight, is not held back)."""
+    e = x.job.spec.export
+    return (e.enabled and e.preflight and x.st.phase == "Pending" and x.st.restarts == 0 and not x.obs.pods
+            and C.get(x.st, C.EXPORT_PREFLIGHT) is None)
+
+
+def _preflight(x: _Ctx) -> bool:
+    """Run the pre-flight Job and act on its verdict; True when training may start now."""
+    manifest = export_job(x.job, x.cfg, preflight=True)
+    name = manifest["metadata"]["name"]
+    pj = x.obs.preflight_job
+    if pj is None or pj.deleting:
+        if pj is None and not any(isinstance(a, Create) and a.key == f"Job/{name}" for a in x.plan.actions):
+            x.plan.actions.append(Create(manifest))
+        return False
+    pod = _last(p for p in x.obs.preflight_pods if p.phase in ("Succeeded", "Failed"))
+    if pod is None and not (pj.complete or pj.failed):
+        return False
+    from tfps_trainer.export.result import ExportFailed, parse_any
+
+    try:
+        report = parse_any(pod.message) if pod and pod.message else None
+    except (ValidationError, ValueError):
+        report = None
+    if report is None or isinstance(report, ExportFailed) and report.reason in ("InternalError", "Interrupted"):
+        why = f"{report.reason}: {report.message}" if report is not None else (
+            f"exit code {pod.exit_code}: {pod.message[-300:]}" if pod else pj.message or "no result")
+        x.cond(C.EXPORT_PREFLIGHT, "False", "PreflightDidNotRun", f"pre-flight Job {name} gave no verdict ({why}); training anyway")
+        x.event("Warning", "PreflightDidNotRun", f"export pre-flight gave no verdict ({why}); training anyway")
+        return True
+    if isinstance(report, ExportFailed):
+        _fail(x, "ExportPreflightFailed", f"export pre-flight: {report.reason}: {report.message}")
+        return False
+    if not report.ok:
+        failed = "; ".join(f.message for f in report.failed if f.label in report.required_failed)
+        _fail(x, "ExportPreflightFailed", f"export pre-flight: required format(s) {', '.join(report.required_failed)} "
+              f"cannot be exported: {failed}")
+        return False
+    if report.failed:
+        message = "will not be exported: " + "; ".join(f.message for f in report.failed)
+        x.cond(C.EXPORT_PREFLIGHT, "False", "FormatsWillFail", message)
+        x.event("Warning", "ExportPreflightWarning", message)
+        return True
+    x.cond(C.EXPORT_PREFLIGHT, "True", "PreflightPassed", "converted and verified with fresh weights: " + ", ".join(report.passed)
+           + ("; " + "; ".join(report.warnings) if report.warnings else ""))
+    return True
+
+
 def _exporting(x: _Ctx, manifest: dict[str, Any] | None) -> None:
     _cleanup(x)
     ej = x.obs.export_job
@@ -367,19 +422,43 @@ def _exporting(x: _Ctx, manifest: dict[str, Any] | None) -> None:
         if isinstance(result, str):
             _fail(x, "ExportFailed", f"export Job {name} completed but left no usable result: {result}")
             return
+        _record_export(x, name, result)
         if not result.ok:
             _fail(x, "ExportFailed", f"{result.reason}: {result.message}")
             return
+        formats = ", ".join(_label(a.format, a.quantization) for a in result.artifacts) or "see manifest"
+        x.clear(C.EXPORTING, "ExportSucceeded", f"exported step {result.step} to {result.path}")
+        _succeed(x, "ExportSucceeded", f"exported checkpoint step {result.step} to {result.path} ({formats})")
+    elif ej.failed:
+        pod = _last(p for p in x.obs.export_pods if p.phase == "Failed")
+        result = _parse_result(pod.message) if pod else "no pod"
+        if not isinstance(result, str) and not result.ok:
+            _record_export(x, name, result)
+        _fail(x, "ExportFailed", _export_failure(x, name, ej.message))
+
+
+def _label(fmt: str, quantization: str | None) -> str:
+    return f"{fmt} ({quantization})" if quantization not in (None, "none") else fmt
+
+
+def _record_export(x: _Ctx, name: str, result: Any) -> None:
+    """status.export from the exporter's result (also a failed one that published what passed), and the
+    ExportComplete condition with an Event per format that was not exported."""
+    if result.ok or result.artifacts or result.failed:
         x.st.export = ExportStatus(
             job_name=name, step=result.step, path=result.path,
             artifacts=[Artifact(format=a.format, path=a.path, bytes=a.bytes, sha256=a.sha256,
                                 max_error=a.max_error, quantization=a.quantization) for a in result.artifacts],
+            failed=[FailedArtifact(format=f.format, quantization=f.quantization, reason=f.reason, message=f.message)
+                    for f in result.failed],
         )
-        formats = ", ".join(a.format for a in result.artifacts) or "see manifest"
-        x.clear(C.EXPORTING, "ExportSucceeded", f"exported step {result.step} to {result.path}")
-        _succeed(x, "ExportSucceeded", f"exported checkpoint step {result.step} to {result.path} ({formats})")
-    elif ej.failed:
-        _fail(x, "ExportFailed", _export_failure(x, name, ej.message))
+    if result.failed:
+        labels = ", ".join(f.label for f in result.failed)
+        x.cond(C.EXPORT_COMPLETE, "False", "FormatsFailed", f"not exported: {labels} (status.export.failed has the reasons)")
+        for f in result.failed:
+            x.event("Warning", "ExportFormatFailed", f"{f.label} not exported: {f.message}")
+    elif result.ok:
+        x.cond(C.EXPORT_COMPLETE, "True", "AllFormatsExported", "every requested format was exported and verified")
 
 
 def _export_failure(x: _Ctx, name: str, job_message: str) -> str:

@@ -58,6 +58,8 @@ class Observed:
     """Trainer pods (any restart generation)."""
     export_pods: tuple[PodObs, ...] = ()
     export_job: BatchJobObs | None = None
+    preflight_pods: tuple[PodObs, ...] = ()
+    preflight_job: BatchJobObs | None = None
     existing: frozenset[str] = field(default_factory=frozenset)
     """``Kind/name`` of the other children that exist: Service, NetworkPolicy, PersistentVolumeClaim."""
 
@@ -123,21 +125,26 @@ def batch_job_obs(job: Mapping[str, Any]) -> BatchJobObs:
     )
 
 
+def _batch_job(raw: Mapping[str, Any] | BatchJobObs | None) -> BatchJobObs | None:
+    return raw if raw is None or isinstance(raw, BatchJobObs) else batch_job_obs(raw)
+
+
 def observe(pods: Iterable[Mapping[str, Any] | PodObs], export_job: Mapping[str, Any] | BatchJobObs | None,
-            existing: Iterable[str]) -> Observed:
-    """Split the job's pods (selected by ``tfps.dev/job-name``) into trainer and export pods.
+            existing: Iterable[str], preflight_job: Mapping[str, Any] | BatchJobObs | None = None) -> Observed:
+    """Split the job's pods (selected by ``tfps.dev/job-name``) into trainer, export and pre-flight pods.
 
     Takes raw API objects or their already reduced observations (what the operator's watch indexes hold).
     """
-    trainer, export = [], []
+    by_component: dict[str, list[PodObs]] = {labels.EXPORT_COMPONENT: [], labels.PREFLIGHT_COMPONENT: []}
+    trainer = []
     for raw in pods:
         obs = raw if isinstance(raw, PodObs) else pod_obs(raw)
-        (export if obs.component == labels.EXPORT_COMPONENT else trainer).append(obs)
-    if export_job is not None and not isinstance(export_job, BatchJobObs):
-        export_job = batch_job_obs(export_job)
+        by_component.get(obs.component or "", trainer).append(obs)
     return Observed(
         pods=tuple(trainer),
-        export_pods=tuple(export),
-        export_job=export_job,
+        export_pods=tuple(by_component[labels.EXPORT_COMPONENT]),
+        export_job=_batch_job(export_job),
+        preflight_pods=tuple(by_component[labels.PREFLIGHT_COMPONENT]),
+        preflight_job=_batch_job(preflight_job),
         existing=frozenset(existing),
     )

@@ -36,48 +36,22 @@ import logging
 import re
 import shutil
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import tensorflow as tf
 
+from .artifact import SIGNATURE, Artifact, label
 from .errors import ExportError, one_line
-from .result import artifact_label as label
 
-SIGNATURE = "serving_default"
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
 DEFAULT_CALIBRATION_SAMPLES = 512
 _UNSUPPORTED_TFLITE = re.compile(r"'tf\.(\w+)' op is neither a custom op nor a flex op")
 _TABLE_OPS = {"HashTableV2", "MutableHashTableV2", "LookupTableFindV2", "LookupTableImportV2", "LookupTableSizeV2"}
 LOOKUP_HINT = ("move the StringLookup/IntegerLookup/Hashing step into the dataset (a tf.data map) so the model "
                "takes the looked-up ids")
-FILE_NAMES = {"savedmodel": "savedmodel", "tflite": "model.tflite", "onnx": "model.onnx", "keras": "model.keras",
-              "weights": "model.weights.h5"}
-
-
-@dataclass
-class Artifact:
-    format: str  # savedmodel | tflite | onnx | keras | weights
-    rel: str  # path inside the export directory
-    quantization: str | None = None
-    opset: int | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    """Facts a user of the artifact must know (fixed batch, runtime restrictions)."""
-
-    @property
-    def quantized(self) -> bool:
-        return self.quantization not in (None, "none")
-
-    @property
-    def label(self) -> str:
-        return label(self.format, self.quantization)
-
-
-def tflite_name(quantization: str) -> str:
-    return FILE_NAMES["tflite"] if quantization == "none" else f"model_{quantization}.tflite"
 
 
 @dataclass

@@ -28,7 +28,7 @@ import numpy as np
 from ..config import ExportSettings, JobSettings
 from . import formats, manifest, source, verify
 from .errors import CANCELLED, ExportError
-from .formats import FILE_NAMES, Artifact
+from .artifact import FILE_NAMES, Artifact, label, tflite_name
 from .journal import Journal
 from .publish import MANIFEST, Publisher
 from .result import ArtifactResult, ExportFailed, ExportSucceeded, FormatFailure, PreflightReport
@@ -63,7 +63,7 @@ class Target:
 
     @property
     def label(self) -> str:
-        return formats.label(self.format, self.quantization)
+        return label(self.format, self.quantization)
 
 
 def targets(ex: ExportSettings) -> list[Target]:
@@ -162,7 +162,7 @@ class Outcomes:
                                          reason=exc.reason, message=exc.message))
 
     def passed_labels(self) -> list[str]:
-        return [formats.label(e["format"], e["quantization"]) for e in self.passed]
+        return [label(e["format"], e["quantization"]) for e in self.passed]
 
 
 class _Producer:
@@ -240,7 +240,7 @@ class _Producer:
 
     def _tflite(self, target: Target, sm: Path) -> Artifact:
         q = str(target.quantization)
-        path = self.stage / formats.tflite_name(q)
+        path = self.stage / tflite_name(q)
         source_dir = self.fixed_batch_model or sm
         try:
             artifact = formats.tflite(source_dir, path, q, self.prep.calibration)
@@ -284,7 +284,7 @@ class _Producer:
     def _remove(self, target: Target) -> None:
         if target.format == "savedmodel":
             return  # it stays in .work (TFLite and ONNX may still be converted from it)
-        name = formats.tflite_name(str(target.quantization)) if target.format == "tflite" else FILE_NAMES[target.format]
+        name = tflite_name(str(target.quantization)) if target.format == "tflite" else FILE_NAMES[target.format]
         path = self.stage / name
         if path.is_dir():
             shutil.rmtree(path)

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..config import ExportSettings, OutputKind, Tolerance
 from .errors import ExportError, one_line
-from .formats import SIGNATURE, Artifact
+from .artifact import SIGNATURE, Artifact
 
 
 @dataclass(frozen=True)
