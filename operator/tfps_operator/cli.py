@@ -2,6 +2,7 @@
 
     tfps operator   run the operator (tfps_operator.runner)
     tfps run        run a job file locally (tfps_operator.local)
+    tfps check      export pre-flight of a job file, before training (tfps_operator.local.check)
     tfps crd        print the generated CRD (tfps_operator.api.crd)
     tfps validate   check job files client-side (tfps_operator.api.validate)
 """
@@ -34,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--steps", type=int, default=None, help="override spec.training.steps")
     run.add_argument("--no-export", action="store_true", help="train only")
 
+    check = sub.add_parser("check", help="convert and verify a job's model with fresh weights: what will export, what will fail")
+    check.add_argument("file", help="PSTrainingJob YAML")
+
     crd = sub.add_parser("crd", help="print the PSTrainingJob CustomResourceDefinition (YAML)")
     crd.add_argument("--output", "-o", default="-", help="file to write (default: stdout)")
 
@@ -52,6 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .local import main as run_local
 
         return run_local(args)
+    if args.command == "check":
+        from .local.check import main as check
+
+        return check(args)
     if args.command == "crd":
         from .api.crd import main as print_crd
 

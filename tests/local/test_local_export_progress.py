@@ -9,7 +9,7 @@ import textwrap
 
 from tfps_operator.api.models import PSTrainingJob
 from tfps_operator.build.jobsettings import job_settings
-from tfps_operator.local.export import artifact_rows, human_size, run_export
+from tfps_operator.local.export import artifact_rows, human_size, notes_lines, run_export
 from tfps_operator.local.progress import PlainDisplay, Status
 from tfps_operator.local.supervisor import LocalJob
 from tfps_trainer.export.result import ArtifactResult, ExportFailed, ExportSucceeded, encode
@@ -50,10 +50,10 @@ def test_success_lists_artifacts_with_absolute_paths(tmp_path):
     out = run_export(plan, Events(), poll=0.05)
     assert out.ok, out.message
     assert out.path == str(tmp_path / "default" / "ex" / "exports" / "5")
-    rows = artifact_rows(out.artifacts)
+    rows = artifact_rows(out)
     assert [r[0] for r in rows] == ["savedmodel", "tflite", "onnx"]
-    assert rows[1][1] == str(tmp_path / "default" / "ex" / "exports" / "5" / "tflite")
-    assert rows[0][2] == "2.0 KiB" and rows[0][3] == "1e-06"
+    assert rows[1][2] == str(tmp_path / "default" / "ex" / "exports" / "5" / "tflite")
+    assert rows[0][1] == "verified" and rows[0][3] == "2.0 KiB" and rows[0][4] == "1e-06"
 
 
 def test_truncated_result_reads_the_manifest(tmp_path):
@@ -100,6 +100,47 @@ def test_exporter_killed_then_retried(tmp_path):
     out = run_export(plan, ev, poll=0.05)
     assert out.ok, out.message
     assert any("attempt 1 failed (ExporterDied)" in e for e in ev.events), ev.events
+
+
+def test_an_optional_format_that_failed_is_listed_and_the_run_succeeds(tmp_path):
+    root = tmp_path / "default" / "ex"
+    (root / "exports" / "5").mkdir(parents=True)
+    failure = {"format": "tflite", "quantization": "none", "reason": "ConversionFailed",
+               "message": "tflite: the model has a lookup table LiteRT's built-in ops cannot run"}
+    (root / "exports" / "5" / "manifest.json").write_text(json.dumps({
+        "artifacts": [{"format": f, "path": p, "bytes": 10, "sha256": "1" * 64, "quantization": None,
+                       "notes": [], "verification": {"maxAbsError": 0.0, "warnings": w}}
+                      for f, p, w in (("savedmodel", "savedmodel", []),
+                                      ("onnx", "model.onnx", ["output 'y': inconclusive: outputs constant"]))],
+        "failed": [failure]}))
+    msg = encode(ExportSucceeded(step=5, path="exports/5", manifest="exports/5/manifest.json", failed=[failure]))
+    plan = plan_with_exporter(tmp_path, WRITE)
+    plan = LocalJob(job=plan.job, settings=plan.settings, exporter=(*plan.exporter, msg, "0"))
+    out = run_export(plan, Events(), poll=0.05)
+    assert out.ok and "not exported: tflite" in out.message
+    rows = artifact_rows(out)
+    assert [(r[0], r[1]) for r in rows] == [("savedmodel", "verified"), ("onnx", "verified (see notes)"),
+                                            ("tflite", "NOT EXPORTED")]
+    assert notes_lines(out) == ["tflite: not exported: tflite: the model has a lookup table LiteRT's built-in ops cannot run",
+                                "onnx: output 'y': inconclusive: outputs constant"]
+
+
+def test_a_required_format_that_failed_fails_the_run_and_shows_what_was_published(tmp_path):
+    root = tmp_path / "default" / "ex"
+    (root / "exports" / "5").mkdir(parents=True)
+    failure = {"format": "savedmodel", "reason": "VerificationFailed", "message": "savedmodel: output 'y': max abs error 1"}
+    (root / "exports" / "5" / "manifest.json").write_text(json.dumps({
+        "artifacts": [{"format": "onnx", "path": "model.onnx", "bytes": 10, "sha256": "1" * 64, "verification": {}}],
+        "failed": [failure]}))
+    msg = encode(ExportFailed(reason="VerificationFailed", message="required format(s) savedmodel failed: ...", step=5,
+                              path="exports/5", manifest="exports/5/manifest.json", failed=[failure]))
+    plan = plan_with_exporter(tmp_path, WRITE, backoff=3)
+    plan = LocalJob(job=plan.job, settings=plan.settings, exporter=(*plan.exporter, msg, "7"))
+    ev = Events()
+    out = run_export(plan, ev, poll=0.05)
+    assert not out.ok and "required format(s) savedmodel failed" in out.message
+    assert [a.format for a in out.artifacts] == ["onnx"] and [f.format for f in out.failed] == ["savedmodel"]
+    assert len([e for e in ev.events if e.startswith("exporting")]) == 1  # not retried
 
 
 def test_missing_format_fails(tmp_path):

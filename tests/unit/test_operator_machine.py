@@ -401,7 +401,9 @@ def test_a_required_format_that_failed_fails_the_job_and_status_shows_what_was_p
 # --- export pre-flight -----------------------------------------------------------------------------
 
 def _preflight_report(**fields) -> str:
-    return json.dumps({"preflight": True, "ok": True, "passed": ["savedmodel", "tflite", "onnx"], **fields})
+    artifacts = [{"format": f, "quantization": q, "bytes": 100, "maxError": 0.0} for f, q in
+                 (("savedmodel", None), ("tflite", "none"), ("onnx", None))]
+    return json.dumps({"preflight": True, "ok": True, "artifacts": artifacts, **fields})
 
 
 def test_a_new_job_with_preflight_creates_only_the_preflight_job_and_infra_and_stays_pending():
@@ -435,7 +437,7 @@ def test_preflight_with_an_optional_format_failing_warns_and_trains():
     job = make_job(ps=1, workers=1, export={"preflight": True})
     failed = [{"format": "tflite", "quantization": "none", "reason": "ConversionFailed",
                "message": "tflite: the model has a lookup table LiteRT's built-in ops cannot run"}]
-    obs = observed(job, [export_pod(job, "Succeeded", _preflight_report(failed=failed, passed=["savedmodel"]),
+    obs = observed(job, [export_pod(job, "Succeeded", _preflight_report(failed=failed, artifacts=[]),
                                     exit_code=0, preflight=True)], preflight_job=batch_job(job, "Complete", preflight=True))
     plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), obs, later(20), CFG)
     assert cond(plan, C.EXPORT_PREFLIGHT) == ("False", "FormatsWillFail")
@@ -447,7 +449,7 @@ def test_preflight_with_an_optional_format_failing_warns_and_trains():
 def test_preflight_with_a_required_format_failing_fails_the_job_before_any_pod():
     job = make_job(ps=1, workers=1, export={"preflight": True})
     failed = [{"format": "savedmodel", "reason": "ConversionFailed", "message": "savedmodel: export failed: boom"}]
-    report = _preflight_report(ok=False, passed=[], failed=failed, requiredFailed=["savedmodel"])
+    report = _preflight_report(ok=False, artifacts=[], failed=failed, requiredFailed=["savedmodel"])
     obs = observed(job, [export_pod(job, "Failed", report, exit_code=6, preflight=True)],
                    preflight_job=batch_job(job, "Failed", preflight=True))
     plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), obs, later(20), CFG)

@@ -1,6 +1,7 @@
 """`tfps run FILE`: validate, train as local processes, export, report.
 
-Exit codes: 0 training and every requested export succeeded; 1 training or export failed;
+Exit codes: 0 training and every required export format succeeded (optional formats that failed are
+listed, not fatal); 1 training or a required format failed;
 2 invalid input (nothing was started); 128+N stopped by signal N (every child is stopped first).
 """
 
@@ -19,7 +20,7 @@ import yaml
 from ..api.models import PSTrainingJob
 from ..api.validate import JobValidationError, validate_job
 from ..build.jobsettings import job_settings
-from .export import ExportOutcome, artifact_rows, run_export
+from .export import ExportOutcome, artifact_rows, notes_lines, run_export
 from .progress import Display, Status, make_display
 from .supervisor import LocalJob, Supervisor
 
@@ -80,24 +81,31 @@ def plan_from_args(args: argparse.Namespace) -> LocalJob:
     return LocalJob(job=job, settings=job_settings(job, mount_path=str(workdir)))
 
 
-def _print_artifacts(out: ExportOutcome, tty: bool) -> None:
-    rows = artifact_rows(out.artifacts)
-    header = ("format", "path", "size", "max error (verified)")
+def print_table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]], notes: list[str], tty: bool) -> None:
+    """A table (rich in a terminal, aligned plain text otherwise) and the lines under it."""
     if tty:
         from rich.console import Console
         from rich.table import Table
 
-        table = Table(title=f"exported step {out.step}: {out.path}")
+        table = Table(title=title)
         for h in header:
             table.add_column(h, overflow="fold")
         for r in rows:
             table.add_row(*r)
         Console().print(table)
-        return
-    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
-    print(f"exported step {out.step}: {out.path}")
-    for r in (header, *rows):
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    else:
+        widths = [max(len(x) for x in col) for col in zip(header, *rows)]
+        print(title)
+        for r in (header, *rows):
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    for line in notes:
+        print(f"  {line}")
+
+
+def _print_artifacts(out: ExportOutcome, tty: bool) -> None:
+    title = f"exported step {out.step}: {out.path}" if out.artifacts else "nothing exported"
+    print_table(title, ("format", "status", "path", "size", "max error (verified)"), artifact_rows(out),
+                notes_lines(out), tty)
 
 
 def _install_signal_handlers() -> dict[int, Any]:
@@ -146,10 +154,11 @@ def main(args: argparse.Namespace) -> int:
             print(f"done (export disabled); checkpoints in {settings.paths.checkpoints}")
             return 0
         exported = run_export(plan, display)
+        if exported.artifacts or exported.failed:
+            _print_artifacts(exported, tty)
         if not exported.ok:
             print(f"tfps run: {exported.message}", file=sys.stderr)
             return EXIT_FAILED
-        _print_artifacts(exported, tty)
         print(f"done in {time.monotonic() - started:.0f}s; logs in {plan.logs}")
         return 0
     except Interrupted as exc:

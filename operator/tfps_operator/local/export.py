@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfps_trainer.config import SETTINGS_ENV
-from tfps_trainer.export.result import ArtifactResult, ExportFailed, ExportSucceeded, parse_message
+from tfps_trainer.export.result import (ArtifactResult, ExportFailed, ExportSucceeded, FormatFailure, artifact_label,
+                                        parse_message)
 
 from .procs import Child, stop_all
 from .progress import Display
@@ -27,10 +28,14 @@ RETRYABLE = {"PublishFailed", "InternalError", "Interrupted"}
 @dataclass
 class ExportOutcome:
     ok: bool
+    """Every required format was exported (optional ones may be in ``failed``)."""
     message: str
     step: int | None = None
     path: str | None = None
     artifacts: list[ArtifactResult] = field(default_factory=list)
+    failed: list[FormatFailure] = field(default_factory=list)
+    warnings: dict[str, list[str]] = field(default_factory=dict)
+    """Per artifact label: verification warnings and notes from the manifest (e.g. inconclusive, fixed batch)."""
 
 
 def read_result(child: Child) -> ExportSucceeded | ExportFailed | None:
@@ -41,24 +46,39 @@ def read_result(child: Child) -> ExportSucceeded | ExportFailed | None:
         return None
 
 
-def succeeded(plan: LocalJob, result: ExportSucceeded) -> ExportOutcome:
-    """Absolute paths for the table; artifacts from manifest.json when the message was truncated."""
+def published(plan: LocalJob, result: ExportSucceeded | ExportFailed) -> ExportOutcome:
+    """What an export published, with absolute paths for the table. Artifacts, failures, warnings and notes
+    come from manifest.json; the termination message (which may be truncated, and has no warnings) only
+    when the manifest cannot be read and the message is complete."""
     root = plan.root
-    artifacts = list(result.artifacts)
+    assert result.path is not None and result.manifest is not None
     export_dir = root / result.path
-    if result.truncated or not artifacts:
-        try:
-            manifest = json.loads((root / result.manifest).read_text())
-        except (OSError, ValueError) as exc:
+    artifacts, failed, warnings = list(result.artifacts), list(result.failed), {}
+    try:
+        manifest = json.loads((root / result.manifest).read_text())
+    except (OSError, ValueError) as exc:
+        if result.truncated or not artifacts:
             return ExportOutcome(False, f"ExportFailed: cannot read the export manifest {root / result.manifest}: {exc}")
-        artifacts = [
-            ArtifactResult(format=a["format"], path=str(Path(result.path) / a["path"]), bytes=a["bytes"],
-                           sha256=a["sha256"], max_error=(a.get("verification") or {}).get("maxAbsError"))
-            for a in manifest.get("artifacts", [])
-        ]
-    artifacts = [a.model_copy(update={"path": str(root / a.path)}) for a in artifacts]
-    return ExportOutcome(True, f"exported step {result.step} to {export_dir}", step=result.step,
-                         path=str(export_dir), artifacts=artifacts)
+        artifacts = [a.model_copy(update={"path": str(root / a.path)}) for a in artifacts]
+    else:
+        artifacts = []
+        for a in manifest.get("artifacts", []):
+            verification = a.get("verification") or {}
+            artifacts.append(ArtifactResult(format=a["format"], path=str(export_dir / a["path"]), bytes=a["bytes"],
+                                            sha256=a["sha256"], max_error=verification.get("maxAbsError"),
+                                            quantization=a.get("quantization")))
+            notes = [*verification.get("warnings", []), *a.get("notes", [])]
+            if notes:
+                warnings[artifact_label(a["format"], a.get("quantization"))] = notes
+        failed = [FormatFailure.model_validate(f) for f in manifest.get("failed", [])]
+    where = {"step": result.step, "path": str(export_dir), "artifacts": artifacts, "failed": failed, "warnings": warnings}
+    if isinstance(result, ExportFailed):
+        return ExportOutcome(False, f"ExportFailed: {result.reason}: {result.message}", **where)
+    unaccounted = set(plan.settings.export.formats) - {a.format for a in artifacts} - {f.format for f in failed}
+    if unaccounted:
+        return ExportOutcome(False, f"ExportFailed: no {', '.join(sorted(unaccounted))} artifact in {export_dir}", **where)
+    missing = f"; not exported: {', '.join(f.label for f in failed)}" if failed else ""
+    return ExportOutcome(True, f"exported step {result.step} to {export_dir}{missing}", **where)
 
 
 def run_export(plan: LocalJob, display: Display, grace: float = 10.0, poll: float = 0.5) -> ExportOutcome:
@@ -77,13 +97,9 @@ def run_export(plan: LocalJob, display: Display, grace: float = 10.0, poll: floa
             stop_all([child], grace)
         result = read_result(child)
         if code == 0 and isinstance(result, ExportSucceeded):
-            out = succeeded(plan, result)
-            if not out.ok:
-                return out
-            missing = set(plan.settings.export.formats) - {a.format for a in out.artifacts}
-            if not missing:
-                return out
-            return ExportOutcome(False, f"ExportFailed: no {', '.join(sorted(missing))} artifact in {out.path}")
+            return published(plan, result)
+        if isinstance(result, ExportFailed) and result.manifest is not None:
+            return published(plan, result)  # a required format failed; what passed was published
         reason = result.reason if isinstance(result, ExportFailed) else "ExporterDied"
         message = child.describe_failure(
             code, reason=f"{result.reason}: {result.message}" if isinstance(result, ExportFailed) else None)
@@ -104,14 +120,20 @@ def human_size(n: int | None) -> str:
     return f"{n} B"
 
 
-def artifact_rows(artifacts: list[ArtifactResult]) -> list[tuple[str, str, str, str]]:
-    """(format, path, size, verified max error) per artifact."""
-    return [
-        (
-            a.format if a.quantization in (None, "none") else f"{a.format} ({a.quantization})",
-            a.path,
-            human_size(a.bytes),
-            "-" if a.max_error is None else f"{a.max_error:.3g}",
-        )
-        for a in artifacts
+def artifact_rows(out: ExportOutcome) -> list[tuple[str, str, str, str, str]]:
+    """(format, status, path, size, verified max error) per artifact, then the formats that failed."""
+    rows = [
+        (artifact_label(a.format, a.quantization), "verified" + (" (see notes)" if artifact_label(a.format, a.quantization)
+                                                                in out.warnings else ""),
+         a.path, human_size(a.bytes), "-" if a.max_error is None else f"{a.max_error:.3g}")
+        for a in out.artifacts
     ]
+    rows += [(f.label, "NOT EXPORTED", f.reason, "-", "-") for f in out.failed]
+    return rows
+
+
+def notes_lines(out: ExportOutcome) -> list[str]:
+    """One line per failure reason and per warning or note, under the table."""
+    lines = [f"{f.label}: not exported: {f.message}" for f in out.failed]
+    lines += [f"{label}: {note}" for label, notes in out.warnings.items() for note in notes]
+    return lines

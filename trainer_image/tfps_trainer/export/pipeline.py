@@ -31,7 +31,8 @@ from .errors import CANCELLED, ExportError
 from .artifact import FILE_NAMES, Artifact, label, tflite_name
 from .journal import Journal
 from .publish import MANIFEST, Publisher
-from .result import ArtifactResult, ExportFailed, ExportSucceeded, FormatFailure, PreflightReport
+from .result import (ArtifactResult, ExportFailed, ExportSucceeded, FormatFailure, PreflightArtifact,
+                     PreflightReport)
 
 log = logging.getLogger("tfps_trainer.export")
 
@@ -160,9 +161,6 @@ class Outcomes:
         log.warning("%s: %s", target.label, exc.message)
         self.failed.append(FormatFailure(format=target.format, quantization=target.quantization,  # type: ignore[arg-type]
                                          reason=exc.reason, message=exc.message))
-
-    def passed_labels(self) -> list[str]:
-        return [label(e["format"], e["quantization"]) for e in self.passed]
 
 
 class _Producer:
@@ -397,6 +395,9 @@ def preflight(settings: JobSettings, timings: Timings | None = None,
     required = required_formats(ex)
     required_failed = [f.label for f in out.failed if f.format in required]
     warnings = [f"{lbl}: {w}" for lbl, j in out.judgements.items() for w in j.warnings]
-    return PreflightReport(ok=not required_failed, passed=out.passed_labels(), failed=out.failed,
+    checked = [PreflightArtifact(format=e["format"], quantization=e["quantization"], bytes=e["bytes"],
+                                 max_error=e["verification"]["maxAbsError"],
+                                 argmax_agreement=e["verification"]["argmaxAgreement"]) for e in out.passed]
+    return PreflightReport(ok=not required_failed, artifacts=checked, failed=out.failed,
                            required_failed=required_failed, warnings=warnings)
 

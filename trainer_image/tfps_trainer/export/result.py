@@ -38,7 +38,8 @@ Failure (exit code from :class:`ExitCode`, never 0)::
 Pre-flight (``--preflight``: fresh weights, nothing published; exit code 0 unless a required format
 fails) writes a :class:`PreflightReport`::
 
-    {"preflight": true, "ok": true, "passed": ["savedmodel", "onnx"], "failed": [...]}
+    {"preflight": true, "ok": true, "artifacts": [{"format": "savedmodel", "bytes": 51234, "maxError": 0.0, ...}],
+     "failed": [...], "requiredFailed": [], "warnings": [...]}
 
 Operator usage::
 
@@ -157,18 +158,35 @@ class ExportFailed(_Msg):
     truncated: bool = False
 
 
+class PreflightArtifact(_Msg):
+    """An artifact that converted and verified in the pre-flight (it was not kept)."""
+
+    format: ArtifactFormat
+    quantization: str | None = None
+    bytes: int
+    max_error: float | None = None
+    argmax_agreement: float | None = None
+
+    @property
+    def label(self) -> str:
+        return artifact_label(self.format, self.quantization)
+
+
 class PreflightReport(_Msg):
     """What ``--preflight`` found: every requested format converted and verified on fresh weights."""
 
     preflight: Literal[True] = True
     ok: bool
-    passed: list[str] = Field(default_factory=list)
-    """Labels of the artifacts that converted and verified, e.g. ``tflite (int8)``."""
+    artifacts: list[PreflightArtifact] = Field(default_factory=list)
     failed: list[FormatFailure] = Field(default_factory=list)
     required_failed: list[str] = Field(default_factory=list)
     """Labels of the failed artifacts whose format is required."""
     warnings: list[str] = Field(default_factory=list)
-    """E.g. ``tflite: inconclusive: output 'probs' is constant over the 64 verification inputs``."""
+    """E.g. ``tflite: output 'probs': inconclusive: outputs constant over the 64 verification inputs``."""
+
+    @property
+    def passed(self) -> list[str]:
+        return [a.label for a in self.artifacts]
 
 
 ExportResult = Annotated[Union[ExportSucceeded, ExportFailed], Field(discriminator="ok")]
