@@ -77,7 +77,7 @@ def main(args: argparse.Namespace) -> int:
     required = set(job.spec.export.required_formats())
     title = (f"export pre-flight of {job.spec.model.module} ({job.metadata.namespace}/{job.metadata.name}), "
              f"fresh weights, {time.monotonic() - started:.0f}s")
-    notes = [f"{f.label}: {f.message}" for f in report.failed] + report.warnings
+    notes = [f.message for f in report.failed] + report.warnings
     print_table(title, ("format", "verdict", "size", "max error", "argmax agreement"), preflight_rows(report, required),
                 notes, sys.stdout.isatty())
     if not report.ok:

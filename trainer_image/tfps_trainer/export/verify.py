@@ -187,6 +187,11 @@ class Judgement:
         return all(o.passed for o in self.outputs)
 
     @property
+    def finite(self) -> bool:
+        """No NaN/Inf in any output."""
+        return all(np.isfinite(o.max_abs_error) for o in self.outputs)
+
+    @property
     def warnings(self) -> list[str]:
         return [f"output {o.name!r}: {o.warning}" for o in self.outputs if o.warning]
 
