@@ -8,7 +8,8 @@ import time
 import pytest
 
 from operator_harness import job_body
-from tfps_trainer.export.result import ArtifactResult, ExportFailed, ExportSucceeded, encode
+from tfps_trainer.export.result import (ArtifactResult, ExportFailed, ExportSucceeded, FormatFailure, PreflightArtifact,
+                                        PreflightReport, encode)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
@@ -167,6 +168,55 @@ def test_failing_export_job_fails_the_job_with_the_exporters_message(kube, opera
     failed = kube.condition("j", "Failed")
     assert failed["reason"] == "ExportFailed"
     assert failed["message"] == "VerificationFailed: onnx: max abs error 0.3 > tolerance 1e-05"
+
+
+def test_an_optional_format_that_failed_is_named_in_status_condition_and_event_and_the_job_succeeds(kube, operator):
+    pod = _finish_training_with_export(kube)
+    failure = FormatFailure(format="tflite", quantization="int8", reason="VerificationFailed",
+                            message="tflite (int8): output 'probs': argmax agreement 0.700 < minArgmaxAgreement 0.9")
+    result = ExportSucceeded(step=10, path="exports/10", manifest="exports/10/manifest.json", failed=[failure], artifacts=[
+        ArtifactResult(format="savedmodel", path="exports/10/savedmodel", bytes=51234, sha256="ab" * 32, max_error=0.0)])
+    kube.finish_pod(pod, "Succeeded", 0, encode(result))
+    st = kube.wait_phase("j", "Succeeded")
+    assert kube.condition("j", "ExportComplete")["status"] == "False"
+    assert "tflite (int8)" in kube.condition("j", "ExportComplete")["message"]
+    assert [(f["format"], f["quantization"], f["reason"]) for f in st["export"]["failed"]] == [
+        ("tflite", "int8", "VerificationFailed")]
+    kube.wait_until(lambda: "ExportFormatFailed" in kube.event_reasons("j"), timeout=10, what="ExportFormatFailed event")
+
+
+def _preflight_pod(kube, job: str = "j"):
+    kube.wait_until(lambda: any(j.metadata.name == f"{job}-preflight" for j in kube.batch.list_namespaced_job(kube.ns).items),
+                    timeout=20, what="pre-flight Job")
+    return kube.wait_until(lambda: next(iter(kube.pods(f"job-name={job}-preflight")), None), timeout=20,
+                           what="pre-flight pod")
+
+
+def test_preflight_runs_before_any_trainer_pod_and_its_verdict_starts_training(kube, operator):
+    kube.create_job(job_body("j", export=True, chief_template=KWOK_HANDS_OFF, export_spec={"preflight": True}))
+    pod = _preflight_pod(kube)
+    time.sleep(2)  # the operator has had every chance to create trainer pods early
+    assert kube.trainer_pods("j") == {} and kube.status("j")["phase"] == "Pending"
+    report = PreflightReport(ok=True, artifacts=[PreflightArtifact(format="savedmodel", bytes=100, max_error=0.0)],
+                             failed=[FormatFailure(format="onnx", reason="ConversionFailed",
+                                                   message="onnx (opset 17): ops tf2onnx could not convert: Igamma")])
+    kube.finish_pod(pod, "Succeeded", 0, encode(report))
+    kube.wait_until(lambda: "j-chief-0" in kube.trainer_pods("j"), timeout=20, what="trainer pods after the pre-flight")
+    assert kube.condition("j", "ExportPreflight")["reason"] == "FormatsWillFail"
+    assert "Igamma" in kube.condition("j", "ExportPreflight")["message"]
+    kube.wait_until(lambda: "ExportPreflightWarning" in kube.event_reasons("j"), timeout=10, what="pre-flight warning event")
+
+
+def test_a_required_format_failing_the_preflight_fails_the_job_before_any_trainer_pod(kube, operator):
+    kube.create_job(job_body("j", export=True, chief_template=KWOK_HANDS_OFF, export_spec={"preflight": True}))
+    pod = _preflight_pod(kube)
+    failure = FormatFailure(format="savedmodel", reason="ContractError", message="savedmodel: export failed: no")
+    report = PreflightReport(ok=False, failed=[failure], required_failed=["savedmodel"])
+    kube.finish_pod(pod, "Failed", 3, encode(report))
+    kube.wait_phase("j", "Failed", timeout=40)
+    assert kube.condition("j", "Failed")["reason"] == "ExportPreflightFailed"
+    assert "savedmodel: export failed: no" in kube.condition("j", "Failed")["message"]
+    assert kube.trainer_pods("j") == {}
 
 
 def test_suspend_deletes_the_pods_and_resume_brings_them_back(kube, operator):
