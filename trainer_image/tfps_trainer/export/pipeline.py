@@ -188,7 +188,7 @@ class _Producer:
             t0 = time.perf_counter()
             try:
                 artifact = self._convert(target)
-                self.t.add(f"convert_{target.format}", t0)
+                t0 = self.t.add(f"convert_{target.format}", t0)
                 self._judge(target, artifact)
             except ExportError as exc:
                 if exc.reason == "Interrupted":
