@@ -27,7 +27,6 @@ from .build import names
 from .kube.client import ApiError, Kube
 from .kube.executor import Outcome, execute, minor_status_change, post_events, status_patch
 from .kube.watched import RecentWrites, Views
-from .reconcile import crashloop
 from .reconcile.machine import creation_failed, invalid_spec, reconcile
 from .reconcile.plan import Plan
 from .reconcile.observed import observe
@@ -89,8 +88,6 @@ def _rv(body: Mapping[str, Any]) -> int:
 class _JobState:
     wake: asyncio.Event
     create_failures: int = 0
-    replacements: dict[str, crashloop.Replacements] = field(default_factory=dict)
-    """Crash-loop backoff of replicas recreated alone, by pod name."""
     recent: RecentWrites = field(default_factory=RecentWrites)
     written: dict[str, Any] | None = None
     """The job as our last status write (or a re-read after a conflict) returned it, until the watch
@@ -116,14 +113,6 @@ class _JobState:
             return self.written
         self.written = None
         return current
-
-    def hold(self, now: datetime) -> dict[str, datetime]:
-        out = {}
-        for name, entry in self.replacements.items():
-            when = crashloop.not_before(entry, now)
-            if when is not None:
-                out[name] = when
-        return out
 
 
 class Controller:
@@ -249,7 +238,7 @@ class Controller:
         if current.phase not in ("Succeeded", "Failed"):
             existing = state.recent.existing(views.job_children(job_key), body["metadata"].get("uid"))
         observed = observe(state.recent.pods(views.job_pods(job_key)), export, existing, preflight)
-        return reconcile(job, current, observed, t, self.settings.build, state.hold(t))
+        return reconcile(job, current, observed, t, self.settings.build)
 
     @staticmethod
     def _remember(state: _JobState, outcome: Outcome, progress_only: bool = False) -> None:
@@ -298,8 +287,6 @@ class Controller:
             return 0.0 if state.written is not None else None
         key = f"{namespace}/{name}"
         metrics.set_phase(key, plan.status.phase)
-        for pod_name in plan.replaced:
-            state.replacements[pod_name] = crashloop.record(state.replacements.get(pod_name), t)
         for role in plan.recreated:
             metrics.POD_RESTARTS.labels(role=role).inc()
         if plan.job_restarted:

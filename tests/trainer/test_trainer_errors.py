@@ -99,3 +99,19 @@ def test_bad_model_module(tmp_path: Path, module: str, expected: str) -> None:
 def test_unwritable_termination_log_is_skipped(tmp_path: Path) -> None:
     code, stderr, _ = run_trainer(tmp_path, None, None, log_path=str(tmp_path / "missing-dir" / "log"))
     assert code == EXIT_CONFIG and "TF_CONFIG is not set" in stderr
+
+
+def test_a_model_module_that_raises_keeps_its_traceback_in_the_log_and_the_termination_message(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "broken_model.py").write_text(
+        "def helper(args):\n    return args['units']\n\n\nCONFIG = helper({})\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path / 'mods'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    code, stderr, term = run_trainer(tmp_path, CHIEF, _settings(tmp_path, model_module="broken_model"))
+    assert code == EXIT_CONTRACT
+    last = stderr.strip().splitlines()[-1]
+    assert last == "tfps-trainer chief/0: model module 'broken_model' raised KeyError on import: 'units'"
+    assert 'broken_model.py", line 2, in helper' in stderr and "KeyError: 'units'" in stderr  # the whole traceback
+    lines = term.strip().splitlines()
+    assert lines[-1] == last  # the reason stays the last line of the termination message
+    assert any('broken_model.py", line 5' in ln for ln in lines[:-1]) and len(term.encode()) <= 4096

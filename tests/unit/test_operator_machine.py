@@ -126,7 +126,7 @@ def test_worker_still_terminating_blocks_its_replacement():
 def test_worker_failed_with_restart_policy_never_fails_the_job():
     job = make_job(ps=1, workers=1, replicas={"ps": {"replicas": 1}, "worker": {"replicas": 1, "restartPolicy": "Never"}})
     pods = all_pods(job, worker_0="Failed")
-    pods[2] = pod(job, "worker", 0, "Failed", exit_code=3)
+    pods[2] = pod(job, "worker", 0, "Failed", exit_code=5)
     plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
     assert plan.status.phase == "Failed"
     assert cond(plan, C.FAILED) == ("True", "ReplicaFailed")
@@ -512,13 +512,17 @@ def test_deadline_passed_while_exporting_deletes_the_export_job():
     assert ("Job", "mnist-export") in [(a.kind, a.name) for a in plan.deletes()]
 
 
-def test_suspend_deletes_every_pod_keeps_the_job_and_resume_recreates_them():
+def test_suspend_deletes_the_chief_first_then_every_other_pod_keeps_the_job_and_resume_recreates_them():
     job = make_job(ps=1, workers=1, runPolicy={"suspend": True, "activeDeadlineSeconds": 100})
     plan = reconcile(job, status(**RUNNING), observed(job, all_pods(job)), later(50), CFG)
     assert plan.status.phase == "Suspended"
     assert cond(plan, C.SUSPENDED) == ("True", "JobSuspended")
-    assert deleted_names(plan) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0"]
+    assert deleted_names(plan) == ["mnist-chief-0"]  # it saves a checkpoint on SIGTERM: the PS must stay meanwhile
     assert plan.creates() == [] and plan.status.start_time is None
+    stopping = [pod(job, "chief", 0, deleting=True), *all_pods(job)[1:]]
+    assert deleted_names(reconcile(job, plan.status, observed(job, stopping), later(51), CFG)) == []
+    rest = reconcile(job, plan.status, observed(job, all_pods(job)[1:]), later(60), CFG)
+    assert deleted_names(rest) == ["mnist-ps-0", "mnist-worker-0"]
     again = reconcile(job, plan.status, observed(job, []), later(500), CFG)
     assert again.status.phase == "Suspended" and again.actions == [] and again.events == []
 
@@ -601,11 +605,15 @@ def test_pods_beyond_the_spec_are_deleted_as_stale():
     assert deleted_names(plan) == ["mnist-worker-1"] and plan.creates() == []
 
 
-def test_suspend_is_ignored_once_exporting():
+def test_suspend_while_exporting_stops_the_export_and_resume_trains_to_the_final_checkpoint_again():
     job = make_job(ps=1, workers=1, runPolicy={"suspend": True})
     obs = observed(job, [export_pod(job, "Running")], export_job=batch_job(job))
     plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(1), CFG)
-    assert plan.status.phase == "Exporting" and plan.actions == []
+    assert plan.status.phase == "Suspended"
+    assert plan.actions == [Delete("Job", "mnist-export", "uid-mnist-export")]
+    resumed = make_job(ps=1, workers=1)
+    plan = reconcile(resumed, plan.status, observed(resumed), later(10), CFG)
+    assert plan.status.phase == "Pending" and created_names(plan) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0"]
 
 
 def test_export_switched_off_while_exporting_finishes_as_succeeded():
@@ -639,12 +647,18 @@ def test_crash_looping_worker_is_kept_until_its_backoff_passes_then_replaced():
     job = make_job(ps=1, workers=1)
     pods = all_pods(job)
     pods[2] = pod(job, "worker", 0, "Failed", exit_code=1)
-    hold = {"mnist-worker-0": later(20)}
-    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(5), CFG, hold)
+    first = reconcile(job, status(**RUNNING), observed(job, pods), T0, CFG)  # the first failure: replaced at once
+    assert deleted_names(first) == ["mnist-worker-0"]
+    rec = first.status.recreations["mnist-worker-0"]
+    assert (rec.total, rec.recent, rec.last) == (1, 1, T0)
+    # The back-off is in the status: a restarted operator (nothing in memory) waits it out too.
+    plan = reconcile(job, first.status, observed(job, pods), later(5), CFG)
     assert plan.actions == [] and plan.events == []  # the failed pod (and its logs) stay for now
-    assert plan.requeue_after == 15
-    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(20), CFG, hold)
+    assert plan.requeue_after == 5
+    plan = reconcile(job, first.status, observed(job, pods), later(10), CFG)
     assert deleted_names(plan) == ["mnist-worker-0"] and plan.replaced == ["mnist-worker-0"]
+    assert plan.status.recreations["mnist-worker-0"].total == 2
+    assert plan.status.replica_statuses["worker"].recreated == 2
 
 
 def test_crash_loop_backoff_doubles_to_five_minutes_and_resets_after_ten_quiet_minutes():
@@ -654,9 +668,10 @@ def test_crash_loop_backoff_doubles_to_five_minutes_and_resets_after_ten_quiet_m
     first = record(None, T0)
     assert not_before(first, T0) == later(10)
     second = record(first, later(10))
-    assert second.count == 2 and not_before(second, later(10)) == later(30)
+    assert second.recent == 2 and not_before(second, later(10)) == later(30)
     assert not_before(second, later(30)) is None
-    assert record(second, later(10 + 600)).count == 1  # quiet for 10 minutes: start over
+    third = record(second, later(10 + 600))
+    assert (third.recent, third.total) == (1, 3)  # quiet for 10 minutes: the back-off starts over, the count does not
 
 
 def test_replica_statuses_of_a_finished_job_count_only_what_the_cleanup_leaves():
@@ -672,3 +687,67 @@ def test_replica_statuses_after_a_job_restart_count_no_stale_pod():
     pods[1] = pod(job, "ps", 0, "Failed", exit_code=1)
     plan = reconcile(job, status(**RUNNING), observed(job, pods), later(5), CFG)
     assert all(r.active == 0 and r.failed == 0 for r in plan.status.replica_statuses.values())
+
+
+# --- failure semantics: the exit-code table ----------------------------------------------------------
+
+def test_chief_with_a_permanent_exit_code_fails_the_job_at_once_with_its_termination_message():
+    job = make_job(ps=1, workers=1)
+    pods = all_pods(job)
+    pods[0] = pod(job, "chief", 0, "Failed", exit_code=3, message="Traceback ...\n  File \"m.py\", line 3\n"
+                  "tfps-trainer chief/0: model module 'm': build_model() raised KeyError: 'units'")
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
+    assert plan.status.phase == "Failed" and plan.status.restarts == 0
+    assert cond(plan, C.FAILED) == ("True", "InvalidModel") and plan.status.reason == "InvalidModel"
+    message = C.get(plan.status, C.FAILED).message
+    assert "exit code 3 (InvalidModel, permanent)" in message and "build_model() raised KeyError" in message
+    assert 'File "m.py", line 3' in message
+
+
+def test_lost_ps_exit_code_restarts_the_job_under_exit_code_policy():
+    job = make_job(ps=1, workers=1, replicas={"ps": {"replicas": 1, "restartPolicy": "ExitCode"}, "worker": {"replicas": 1}})
+    pods = all_pods(job)
+    pods[1] = pod(job, "ps", 0, "Failed", exit_code=5)
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
+    assert plan.status.phase == "Restarting" and plan.status.restarts == 1
+    pods[1] = pod(job, "ps", 0, "Failed", exit_code=1)  # unknown: ExitCode does not retry it
+    assert reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG).status.phase == "Failed"
+
+
+def test_preempted_chief_restarts_the_job_without_using_the_backoff_limit():
+    job = make_job(ps=1, workers=1, runPolicy={"backoffLimit": 0})
+    pods = all_pods(job)
+    pods[0] = pod(job, "chief", 0, "Failed", exit_code=6)
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
+    assert plan.status.phase == "Restarting" and (plan.status.restarts, plan.status.preemptions) == (1, 1)
+    assert "JobPreempted" in reasons(plan)
+    # The next real failure still meets backoffLimit 0.
+    again = all_pods(job, restart=1)
+    again[0] = pod(job, "chief", 0, "Failed", exit_code=1, restart=1)
+    st = plan.status.model_copy(update={"phase": "Running"})
+    assert cond(reconcile(job, st, observed(job, again), later(20), CFG), C.FAILED) == ("True", "BackoffLimitExceeded")
+
+
+def test_an_evaluator_failing_over_and_over_fails_the_job_at_its_recreate_limit():
+    from tfps_operator.api.models import Recreation
+
+    job = make_job(ps=1, workers=1, evaluator=1, training={"steps": 100, "checkpoint": {"everySteps": 10}},
+                   replicas={"ps": {"replicas": 1}, "worker": {"replicas": 1}, "evaluator": {"replicas": 1, "recreateLimit": 2}})
+    pods = all_pods(job)
+    pods[3] = pod(job, "evaluator", 0, "Failed", exit_code=1)
+    st = status(**RUNNING, recreations={"mnist-evaluator-0": Recreation(total=2, recent=2, last=T0).to_wire()})
+    plan = reconcile(job, st, observed(job, pods), later(3600), CFG)
+    assert cond(plan, C.FAILED) == ("True", "RecreateLimitExceeded")
+    assert "after 2 recreation(s); recreateLimit is 2" in C.get(plan.status, C.FAILED).message
+
+
+def test_exit_code_table_kinds_and_the_documented_table():
+    from pathlib import Path
+
+    from tfps_trainer import exitcodes
+
+    assert [exitcodes.kind(c) for c in (0, 1, 2, 3, 4, 5, 6, 7, 130, 137, 143, 42, None)] == [
+        "success", "unknown", "permanent", "permanent", "permanent", "retryable", "retryable", "retryable",
+        "retryable", "retryable", "retryable", "unknown", "retryable"]
+    docs = Path(__file__).resolve().parents[2] / "docs" / "operator.md"
+    assert exitcodes.markdown_table() in docs.read_text(), "docs/operator.md: paste tfps_trainer.exitcodes.markdown_table()"

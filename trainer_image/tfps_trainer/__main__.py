@@ -14,6 +14,7 @@ import sys
 from .cluster import read_tf_config
 from .config import JobSettings, SettingsError
 from .summary import termination_line
+from . import exitcodes
 from .errors import EXIT_OK, ConfigError, ContractFailure, TrainerError, report_failure, write_termination_log
 
 
@@ -46,7 +47,7 @@ def main() -> int:
         try:
             contract = contract_mod.load(settings.model_module)
         except contract_mod.ContractError as exc:
-            raise ContractFailure(str(exc)) from None
+            raise ContractFailure(str(exc)) from exc.__cause__
         progress = progress_mod.Progress(role=task.task_type, target_steps=settings.steps, job=settings.job_name)
         server = progress_mod.serve(progress, settings.progress_port)
         print(f"tfps-trainer {role}: progress on http://{server.httpd.server_address[0]}:{server.port}/status", flush=True)
@@ -62,12 +63,10 @@ def main() -> int:
     except TrainerError as exc:
         failure = exc
     except KeyboardInterrupt:
-        failure = TrainerError("interrupted", 130)
+        failure = TrainerError("interrupted", exitcodes.INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - last resort: still one line and a termination message
-        import traceback
-
-        traceback.print_exc()
         failure = TrainerError(f"internal error: {type(exc).__name__}: {exc}")
+        failure.__cause__ = exc  # its traceback goes to the log and the termination message
     finally:
         if failure is not None and progress is not None:
             progress.update(state="failed", message=failure.reason)

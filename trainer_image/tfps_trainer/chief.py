@@ -22,7 +22,7 @@ from .summary import format_success
 from .cluster import read_tf_config, wait_for_addresses
 from .config import JobSettings
 from .contract import ModelContract
-from .errors import ContractFailure, LostClusterError, NumericsError, TrainerError
+from .errors import ContractFailure, InfrastructureError, LostClusterError, NumericsError, PreemptedError, TrainerError
 from .progress import Progress
 
 SAMPLE_SECONDS = 0.5
@@ -217,7 +217,7 @@ class Trainer:
             raise  # a PS lost while its variables were read: reported as a lost PS
         except (tf.errors.OpError, OSError) as exc:
             directory = self.settings.paths.checkpoints
-            raise TrainerError(
+            raise InfrastructureError(
                 f"cannot write checkpoint step {step} to {directory}: {_storage_problem(directory)}"
                 f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
             ) from None

@@ -92,7 +92,7 @@ def load(module_name: str) -> ModelContract:
     except Exception as exc:  # noqa: BLE001 - a user's module may raise anything at import time
         raise ContractError(
             f"model module {module_name!r} raised {type(exc).__name__} on import: {exc}"
-        ) from None
+        ) from exc
     missing = [name for name in REQUIRED if not callable(getattr(module, name, None))]
     if missing:
         raise ContractError(

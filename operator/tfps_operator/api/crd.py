@@ -40,6 +40,7 @@ PRINTER_COLUMNS = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "description": "Job phase."},
     {"name": "Step", "type": "integer", "jsonPath": ".status.checkpoint.step", "description": "Step of the latest checkpoint."},
     {"name": "Workers", "type": "string", "jsonPath": ".status.workers", "description": "Workers ready/total."},
+    {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "description": "Why the job waits or failed."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

@@ -267,11 +267,17 @@ class ReplicaSpec(_Model):
     restart_policy: Literal["OnFailure", "Never", "ExitCode"] = Field(
         default="OnFailure",
         description=(
-            "What a failed pod of this type does. OnFailure: a worker is recreated alone, a chief or PS "
-            "failure restarts the whole job (counted against runPolicy.backoffLimit). Never: any failure "
-            "fails the job. ExitCode: exit codes 1-127 are permanent failures, 128+ (signals) are retried."
+            "What a failed pod of this type does. A permanent exit code (2 bad arguments, 3 invalid model, 4 "
+            "numerics; docs/operator.md has the table) fails the job at once under every policy. OnFailure: "
+            "other failures are retried: a worker or evaluator is recreated alone, a chief or PS failure restarts "
+            "the whole job (counted against runPolicy.backoffLimit unless it was a preemption). Never: any failure "
+            "fails the job. ExitCode: only retryable codes (5 lost PS, 6 preempted, 7 infrastructure, signals) are retried."
         ),
     )
+    recreate_limit: int = Field(default=10, ge=0, le=10000, description=(
+        "Times a failed worker or evaluator pod is recreated alone before the job fails with "
+        "RecreateLimitExceeded (counted per replica type in status.replicaStatuses.<type>.recreated). "
+        "Ignored for chief and ps, whose failures restart the whole job."))
     template: PodTemplateOverride | None = Field(default=None, description="Optional overrides of this type's pods.")
 
 
@@ -454,6 +460,12 @@ class RunPolicy(_Model):
     suspend: bool = Field(default=False, description="true deletes the pods and keeps the job; false resumes it.")
     scheduler_name: str | None = Field(default=None, max_length=253, description="Pod schedulerName (e.g. a gang scheduler).")
     stall_seconds: int | None = Field(default=None, ge=1, description="Mark the job Stalled when no new checkpoint appears for this long.")
+    stall_policy: Literal["None", "Restart", "Fail"] = Field(default="None", description=(
+        "What a Stalled job does: None only reports it; Restart restarts the job from its latest checkpoint "
+        "(counted against backoffLimit); Fail fails it (reason Stalled)."))
+    termination_grace_period_seconds: int = Field(default=120, ge=1, le=86400, description=(
+        "terminationGracePeriodSeconds of the trainer pods: on SIGTERM (preemption, drain, suspend, deletion) the "
+        "chief finishes its in-flight steps and saves a checkpoint within this time, then exits as preempted."))
 
 
 class PSTrainingJobSpec(_Model):
@@ -496,6 +508,16 @@ class ReplicaStatus(_Model):
     ready: int = 0
     succeeded: int = 0
     failed: int = 0
+    recreated: int = Field(default=0, description="Pods of this type recreated alone after a failure (bounded by recreateLimit).")
+
+
+class Recreation(_Model):
+    """The crash-loop record of one pod recreated alone: kept in the status so the back-off survives an
+    operator restart."""
+
+    total: int = Field(default=0, description="Recreations of this pod over the job's life.")
+    recent: int = Field(default=0, description="Recreations within the back-off's reset window (10 minutes).")
+    last: datetime | None = Field(default=None, description="When it was last recreated.")
 
 
 class CheckpointStatus(_Model):
@@ -554,6 +576,9 @@ class PSTrainingJobStatus(_Model):
     replica_statuses: dict[Role, ReplicaStatus] = Field(default_factory=dict, description="Pod counts per replica type.")
     workers: str | None = Field(default=None, description="Workers ready/total, e.g. 2/3 (the Workers printer column).")
     restarts: int = Field(default=0, description="Whole-job restarts so far.")
+    preemptions: int = Field(default=0, description="Of the restarts, those caused by a preemption (not counted against backoffLimit).")
+    recreations: dict[str, Recreation] = Field(default_factory=dict, description="Crash-loop records of pods recreated alone, by pod name.")
+    reason: str | None = Field(default=None, description="Why the job waits or failed, in one word (the Reason printer column).")
     start_time: datetime | None = Field(default=None, description="When the job started; from then on replica counts are immutable.")
     completion_time: datetime | None = None
     checkpoint: CheckpointStatus | None = None

@@ -121,6 +121,7 @@ def pod_spec(
         container["resources"] = res
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": job.spec.run_policy.termination_grace_period_seconds,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "securityContext": pod_security_context(cfg),

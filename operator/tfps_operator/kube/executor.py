@@ -19,7 +19,7 @@ CONCURRENCY = 16
 """Child requests in flight at once for one job."""
 
 OWNED_STATUS_FIELDS = ("phase", "conditions", "observedGeneration", "replicaStatuses", "restarts", "startTime",
-                       "completionTime", "export", "workers", "checkpoint")
+                       "completionTime", "export", "workers", "checkpoint", "preemptions", "recreations", "reason")
 """The status fields the reconciler writes; ``progress`` belongs to the progress monitor. ``checkpoint``
 is written by both: the monitor while the chief runs, the reconciler from the chief's success summary
 (its writes are conditional on resourceVersion; the monitor stops once the job leaves Running)."""
@@ -33,7 +33,7 @@ def status_patch(status: PSTrainingJobStatus) -> dict[str, Any]:
 
 
 SIGNIFICANT_STATUS_FIELDS = ("phase", "restarts", "observedGeneration", "startTime", "completionTime", "export",
-                             "checkpoint")
+                             "checkpoint", "preemptions", "recreations", "reason")
 
 
 def minor_status_change(old: PSTrainingJobStatus, new: PSTrainingJobStatus) -> bool:

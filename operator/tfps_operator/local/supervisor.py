@@ -136,6 +136,7 @@ class Supervisor:
     grace: float = 10.0
     port_race_settle: float = PORT_RACE_SETTLE_S
     restarts: int = 0
+    preemptions: int = 0
     children: dict[Task, Child] = field(default_factory=dict)
     status: Status | None = None
     _ports: Ports | None = None
@@ -200,7 +201,10 @@ class Supervisor:
                 self.stop()
                 self._start_cluster()
                 continue
-            decision = on_failure(task.role, self.plan.restart_policy(task.role), code, self.restarts, self.plan.job.spec.run_policy.backoff_limit)
+            spec = getattr(self.plan.job.spec.replicas, task.role)
+            recreated = sum(n for t, n in self._recreations.items() if t.role == task.role)
+            decision = on_failure(task.role, spec.restart_policy, code, self.restarts - self.preemptions,
+                                  self.plan.job.spec.run_policy.backoff_limit, recreated, spec.recreate_limit)
             if decision.action == "recreate_pod":
                 n = self._recreations.get(task, 0)
                 self._recreations[task] = n + 1
@@ -211,6 +215,7 @@ class Supervisor:
                 child.popen = None  # reaped; wait for _start_due_recreations
             elif decision.action == "restart_job":
                 self.restarts += 1
+                self.preemptions += 0 if decision.counted else 1
                 self.display.event(f"{decision.message} ({child.reason() or 'see ' + str(child.log_path)})")
                 self.stop()
                 self._start_cluster()

@@ -1,9 +1,19 @@
 """What a failed replica means for the job: one rule, used by the operator and by `tfps run`.
 
-ParameterServerStrategy tolerates losing a worker (the coordinator reschedules its closures and
-reconnects when it comes back), so a failed worker is recreated alone. A failed chief or PS loses
-the training cluster's state: the whole job restarts from the latest checkpoint, counted against
-``runPolicy.backoffLimit``. The evaluator sits outside the training cluster and is recreated alone.
+The exit code's kind comes from the trainer's table (:mod:`tfps_trainer.exitcodes`):
+
+* ``permanent`` (bad arguments, invalid model, numerics): the job fails at once under every policy;
+  a restart would repeat the failure.
+* ``retryable`` (lost PS, preempted, infrastructure, killed by a signal, vanished) and ``unknown``
+  (an unexpected error): ``OnFailure`` retries both; ``ExitCode`` retries only ``retryable``;
+  ``Never`` retries nothing.
+
+Retrying: ParameterServerStrategy tolerates losing a worker (the coordinator reschedules its closures
+and reconnects when it comes back), so a failed worker is recreated alone, as is the evaluator, which
+sits outside the training cluster; both at most ``recreateLimit`` times. A failed chief or PS loses the
+training cluster's state: the whole job restarts from the latest checkpoint, counted against
+``runPolicy.backoffLimit`` unless the stop was a preemption (the graceful exit code, or a pod that
+vanished), which is no fault of the job.
 """
 
 from __future__ import annotations
@@ -11,12 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tfps_trainer import exitcodes
+
 from ..api.models import Role
 
 Action = Literal["recreate_pod", "restart_job", "fail_job"]
-
-RETRYABLE_EXIT_CODE_MIN = 128
-"""With restartPolicy ExitCode, codes ≥ 128 (killed by a signal: OOM, preemption) are retryable."""
 
 
 @dataclass(frozen=True)
@@ -24,6 +33,8 @@ class Decision:
     action: Action
     reason: str
     message: str
+    counted: bool = True
+    """For ``restart_job``: the restart counts against backoffLimit (False for a preemption)."""
 
 
 def on_failure(
@@ -32,27 +43,40 @@ def on_failure(
     exit_code: int | None,
     restarts: int,
     backoff_limit: int,
+    recreations: int = 0,
+    recreate_limit: int | None = None,
+    detail: str = "",
 ) -> Decision:
     """Decide what to do about one failed (or vanished: ``exit_code is None``) replica.
 
-    ``restarts`` is the number of whole-job restarts already done.
+    ``restarts`` is the number of whole-job restarts already counted against ``backoff_limit``;
+    ``recreations`` the times this replica type was already recreated alone. ``detail`` (the pod's
+    termination message: the reason and the traceback's tail) is appended to a failure's message.
     """
-    code = "unknown" if exit_code is None else str(exit_code)
+    what = f"{role} failed ({exitcodes.describe(exit_code)})"
+    if exit_code is None:
+        what = f"{role} vanished"
+    tail = f": {detail}" if detail else ""
+    kind = exitcodes.kind(exit_code)
+    if kind == "permanent":
+        return Decision("fail_job", exitcodes.BY_CODE[exit_code].name if exit_code in exitcodes.BY_CODE else "ReplicaFailed",
+                        f"{what}; a permanent error, not retried{tail}")
     if restart_policy == "Never":
-        return Decision("fail_job", "ReplicaFailed", f"{role} failed (exit code {code}) and its restartPolicy is Never")
-    if restart_policy == "ExitCode" and exit_code is not None and 0 < exit_code < RETRYABLE_EXIT_CODE_MIN:
-        return Decision(
-            "fail_job", "ReplicaFailed",
-            f"{role} failed with permanent exit code {code} (restartPolicy ExitCode retries only codes ≥ {RETRYABLE_EXIT_CODE_MIN})",
-        )
+        return Decision("fail_job", "ReplicaFailed", f"{what} and its restartPolicy is Never{tail}")
+    if restart_policy == "ExitCode" and kind != "retryable":
+        return Decision("fail_job", "ReplicaFailed",
+                        f"{what}; restartPolicy ExitCode retries only retryable exit codes{tail}")
     if role in ("worker", "evaluator"):
-        return Decision("recreate_pod", f"{role.capitalize()}Restarted", f"{role} failed (exit code {code}); recreating it")
+        if recreate_limit is not None and recreations >= recreate_limit:
+            return Decision("fail_job", "RecreateLimitExceeded",
+                            f"{what} after {recreations} recreation(s); recreateLimit is {recreate_limit}{tail}")
+        return Decision("recreate_pod", f"{role.capitalize()}Restarted", f"{what}; recreating it")
+    if exitcodes.preempted(exit_code):
+        return Decision("restart_job", "JobPreempted",
+                        f"{what}; restarting the job from the latest checkpoint (a preemption: not counted against "
+                        f"backoffLimit)", counted=False)
     if restarts >= backoff_limit:
-        return Decision(
-            "fail_job", "BackoffLimitExceeded",
-            f"{role} failed (exit code {code}) after {restarts} job restart(s); backoffLimit is {backoff_limit}",
-        )
-    return Decision(
-        "restart_job", "JobRestarting",
-        f"{role} failed (exit code {code}); restarting the job from the latest checkpoint ({restarts + 1}/{backoff_limit})",
-    )
+        return Decision("fail_job", "BackoffLimitExceeded",
+                        f"{what} after {restarts} job restart(s); backoffLimit is {backoff_limit}{tail}")
+    return Decision("restart_job", "JobRestarting",
+                    f"{what}; restarting the job from the latest checkpoint ({restarts + 1}/{backoff_limit})")

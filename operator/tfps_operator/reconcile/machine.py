@@ -41,22 +41,22 @@ from ..build.pvc import storage_claim
 from ..build.service import headless_service
 from ..settings import BuildConfig
 from . import conditions as C
-from . import stall
+from . import crashloop, stall
 from .failure_policy import Decision, on_failure
 from .observed import Observed, PodObs
 from .plan import Create, Delete, DeleteOwner, DeletePods, Event, Plan
 
 TERMINAL = ("Succeeded", "Failed")
 TRAINING = (None, "Pending", "Running", "Restarting", "Suspended")
+SUSPENDABLE = (*TRAINING, "Exporting")
 
 
 class _Ctx:
     """One reconciliation: the inputs plus the plan being built."""
 
     def __init__(self, job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, now: datetime, cfg: BuildConfig,
-                 hold: Mapping[str, datetime] | None = None):
+                 ):
         self.job, self.obs, self.now, self.cfg = job, obs, now, cfg
-        self.hold = hold or {}
         self.gen = job.metadata.generation
         st = status.model_copy(deep=True)
         st.observed_generation = self.gen
@@ -81,14 +81,13 @@ class _Ctx:
             self.plan.actions.append(action)
 
 
-def reconcile(job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, now: datetime, cfg: BuildConfig,
-              hold: Mapping[str, datetime] | None = None) -> Plan:
+def reconcile(job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, now: datetime, cfg: BuildConfig) -> Plan:
     """Decide what to do for ``job`` given what exists. ``status`` is the job's current status.
 
-    ``hold`` maps a pod name to the earliest time a failed incarnation of it may be replaced (the
-    crash-loop backoff kept by the caller); until then the failed pod is kept, logs and all.
+    A failed pod recreated alone waits out its crash-loop back-off (:mod:`.crashloop`, recorded in
+    ``status.recreations``); until then the failed pod is kept, logs and all.
     """
-    x = _Ctx(job, status, obs, now, cfg, hold)
+    x = _Ctx(job, status, obs, now, cfg)
     if _status_older_than_children(status, obs):
         x.plan.requeue_after = STALE_STATUS_RETRY_SECONDS
         return x.plan
@@ -124,7 +123,7 @@ def _decide(x: _Ctx) -> None:
     if x.st.phase is None:
         x.st.phase = "Pending"
         x.event("Normal", "Accepted", "creating the training cluster")
-    if x.st.phase in TRAINING and job.spec.run_policy.suspend:
+    if x.st.phase in SUSPENDABLE and job.spec.run_policy.suspend:
         _suspend(x)
         return
     if x.st.phase == "Suspended":
@@ -153,6 +152,7 @@ def invalid_spec(status: PSTrainingJobStatus, generation: int | None, message: s
         return plan
     st.phase = "Failed"
     st.completion_time = now
+    st.reason = "InvalidSpec"
     C.set_condition(st, C.FAILED, "True", "InvalidSpec", message, now, generation)
     C.clear(st, C.RUNNING, "InvalidSpec", "", now, generation)
     plan.events.append(Event("Warning", "InvalidSpec", message))
@@ -200,7 +200,7 @@ def _training(x: _Ctx, desired: dict[str, dict[str, Any]], export_manifest: dict
             continue
         unexpected_exit = pod.phase == "Succeeded" and pod.role in ("ps", "worker")  # servers never exit on their own
         if pod.phase == "Failed" or unexpected_exit:
-            decisions.append((pod, pod.role, _failure_decision(x, pod.role, pod.exit_code)))
+            decisions.append((pod, pod.role, _failure_decision(x, pod.role, pod.exit_code, detail=pod.message)))
     if st.phase == "Running":  # every pod existed: a missing chief or PS is a lost one
         for name, manifest in desired.items():
             role = manifest["metadata"]["labels"]["tfps.dev/replica-type"]
@@ -217,12 +217,14 @@ def _training(x: _Ctx, desired: dict[str, dict[str, Any]], export_manifest: dict
         return
     for pod, role, d in decisions:  # recreate_pod: delete now (or after its backoff), create once the name is free
         assert pod is not None
-        not_before = x.hold.get(pod.name)
-        if not_before is not None and x.now < not_before:
+        entry = st.recreations.get(pod.name)
+        not_before = crashloop.not_before(entry, x.now)
+        if not_before is not None:
             x.plan.requeue((not_before - x.now).total_seconds())
             continue
         x.event("Warning", d.reason, f"{pod.name}: {d.message}")
         x.delete_pod(pod)
+        st.recreations = {**st.recreations, pod.name: crashloop.record(entry, x.now)}
         x.plan.replaced.append(pod.name)
 
     replacing = {pod.name for pod, _, _ in decisions if pod is not None}
@@ -238,12 +240,19 @@ def _training(x: _Ctx, desired: dict[str, dict[str, Any]], export_manifest: dict
     _training_phase(x, desired, current, replacing)
 
 
-def _failure_decision(x: _Ctx, role: str, exit_code: int | None, vanished: str | None = None) -> Decision:
+def _failure_decision(x: _Ctx, role: str, exit_code: int | None, vanished: str | None = None, detail: str = "") -> Decision:
     spec = getattr(x.job.spec.replicas, role)
-    d = on_failure(role, spec.restart_policy, exit_code, x.st.restarts, x.job.spec.run_policy.backoff_limit)  # type: ignore[arg-type]
+    d = on_failure(role, spec.restart_policy, exit_code, x.st.restarts - x.st.preemptions,  # type: ignore[arg-type]
+                   x.job.spec.run_policy.backoff_limit, _recreated(x, role), spec.recreate_limit, detail[-2000:])
     if vanished:
-        d = Decision(d.action, d.reason, d.message.replace(f"{role} failed (exit code unknown)", f"{vanished} disappeared"))
+        d = Decision(d.action, d.reason, d.message.replace(f"{role} vanished", f"{vanished} disappeared"), d.counted)
     return d
+
+
+def _recreated(x: _Ctx, role: str) -> int:
+    """Recreations of ``role``'s pods so far (from ``status.recreations``)."""
+    prefix = f"{x.job.metadata.name}-{role}-"
+    return sum(r.total for name, r in x.st.recreations.items() if name.startswith(prefix))
 
 
 def _training_phase(x: _Ctx, desired: dict[str, dict[str, Any]], current: dict[str, PodObs], replacing: set[str]) -> None:
@@ -305,6 +314,7 @@ def _replica_statuses(x: _Ctx) -> None:
             ready=sum(p.phase == "Running" and p.ready for p in mine),
             succeeded=sum(p.phase == "Succeeded" for p in mine),
             failed=sum(p.phase == "Failed" for p in mine),
+            recreated=_recreated(x, role),
         )
     x.st.replica_statuses = out  # type: ignore[assignment]
     running_workers = sum(p.role == "worker" and p.phase == "Running" for p in pods)
@@ -320,6 +330,8 @@ def _set_workers(st: PSTrainingJobStatus, value: str) -> None:
 def _restart_job(x: _Ctx, d: Decision, current: dict[str, PodObs]) -> None:
     st = x.st
     st.restarts += 1
+    if not d.counted:
+        st.preemptions += 1
     st.phase = "Restarting"
     x.plan.job_restarted = True
     x.cond(C.RESTARTING, "True", d.reason, d.message)
@@ -495,9 +507,18 @@ def _last(pods: Any) -> PodObs | None:
 
 
 def _suspend(x: _Ctx) -> None:
+    """Delete the chief first: on SIGTERM it saves a checkpoint of its last step, which needs the
+    parameter servers; the other pods go once the chief has stopped. An export in progress is
+    stopped too (on resume the chief finds the final checkpoint and the export runs again)."""
     st = x.st
+    chief_name = names.pod_name(x.job.metadata.name, "chief", 0)
+    chief = x.obs.pod(chief_name)
+    chief_stopping = chief is not None and chief.phase in _UNFINISHED
     for pod in x.obs.pods:
-        x.delete_pod(pod)
+        if pod.name == chief_name or not chief_stopping:
+            x.delete_pod(pod)
+    if x.obs.export_job is not None and not x.obs.export_job.deleting:
+        x.plan.actions.append(Delete("Job", x.obs.export_job.name, x.obs.export_job.uid))
     if st.phase != "Suspended":
         st.phase = "Suspended"
         st.start_time = None  # the deadline clock restarts on resume, as for a batch/v1 Job
@@ -547,6 +568,7 @@ def _succeed(x: _Ctx, reason: str, message: str, event: bool = True) -> None:
     st = x.st
     st.phase = "Succeeded"
     st.completion_time = x.now
+    st.reason = None
     x.cond(C.SUCCEEDED, "True", reason, message)
     x.clear(C.EXPORTING, reason, "")
     x.clear(stall.STALLED, reason, "")
@@ -560,6 +582,7 @@ def _fail(x: _Ctx, reason: str, message: str) -> None:
     st = x.st
     st.phase = "Failed"
     st.completion_time = x.now
+    st.reason = reason
     x.cond(C.FAILED, "True", reason, message)
     for type_ in (C.RUNNING, C.RESTARTING, C.EXPORTING):
         x.clear(type_, reason, "")

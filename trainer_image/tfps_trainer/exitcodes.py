@@ -1,0 +1,94 @@
+"""The exit-code contract between trainer processes and whoever restarts them (the operator, ``tfps run``).
+
+One table, TF-free, imported by the trainer (which exits with these codes), by the operator's failure
+policy and by the local runner (which read them). Every code has a *kind*:
+
+* ``success``: the role finished its work.
+* ``retryable``: the environment failed, not the job (a lost parameter server, a preemption, storage
+  or infrastructure trouble, a kill by a signal): restarting can succeed.
+* ``permanent``: the job itself is wrong (bad arguments, an invalid model module, NaN/Inf under
+  ``checkNumerics``): restarting repeats the failure, so the job fails at once.
+* ``unknown``: an unexpected error (a bug or an unforeseen condition). ``OnFailure`` retries it
+  (bounded by ``backoffLimit``), ``ExitCode`` treats it as permanent (as Kubeflow does with 1-127).
+
+A *preempted* exit (``PREEMPTED``, or a pod that vanished: evicted, drained, deleted) restarts the
+job without counting against ``runPolicy.backoffLimit``: nothing about the job was wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["success", "retryable", "permanent", "unknown"]
+
+OK = 0
+INTERNAL = 1
+CONFIG = 2
+CONTRACT = 3
+NUMERICS = 4
+LOST_CLUSTER = 5
+PREEMPTED = 6
+INFRASTRUCTURE = 7
+INTERRUPTED = 130
+SIGNAL_BASE = 128
+"""A process killed by signal N exits 128 + N (137: SIGKILL, the OOM killer; 143: SIGTERM unhandled)."""
+
+
+@dataclass(frozen=True)
+class ExitCode:
+    code: int
+    name: str
+    kind: Kind
+    meaning: str
+
+
+TABLE: tuple[ExitCode, ...] = (
+    ExitCode(OK, "OK", "success", "success (chief: final checkpoint written; evaluator: final checkpoint evaluated)"),
+    ExitCode(INTERNAL, "Internal", "unknown", "unexpected internal error; the reason names the exception"),
+    ExitCode(CONFIG, "BadArguments", "permanent", "TF_CONFIG or TFPS_JOB missing or malformed (the reason names the field)"),
+    ExitCode(CONTRACT, "InvalidModel", "permanent",
+             "model contract error: module not importable, a function missing or raising, checkpoint does not fit the model"),
+    ExitCode(NUMERICS, "Numerics", "permanent", "NaN/Inf loss detected with checkNumerics; the bad state was not checkpointed"),
+    ExitCode(LOST_CLUSTER, "LostParameterServer", "retryable",
+             "a parameter server became unavailable; restart the job to resume from the latest checkpoint"),
+    ExitCode(PREEMPTED, "Preempted", "retryable",
+             "stopped by SIGTERM (preemption, drain, suspend, deletion) after saving a checkpoint of the last step"),
+    ExitCode(INFRASTRUCTURE, "Infrastructure", "retryable", "the environment failed: checkpoint storage not writable"),
+    ExitCode(INTERRUPTED, "Interrupted", "retryable", "interrupted (SIGINT)"),
+)
+BY_CODE: dict[int, ExitCode] = {e.code: e for e in TABLE}
+
+
+def kind(code: int | None) -> Kind:
+    """The kind of an exit code; ``None`` (the pod vanished) is retryable, as is any signal (≥ 128)."""
+    if code is None:
+        return "retryable"
+    if code in BY_CODE:
+        return BY_CODE[code].kind
+    return "retryable" if code > SIGNAL_BASE else "unknown"
+
+
+def preempted(code: int | None) -> bool:
+    """A stop that is no fault of the job: a graceful SIGTERM exit, or a pod that vanished."""
+    return code is None or code == PREEMPTED
+
+
+def describe(code: int | None) -> str:
+    """``exit code 3 (InvalidModel, permanent)``; signals are named (``exit code 137 (signal 9, retryable)``)."""
+    if code is None:
+        return "vanished (no exit code, retryable)"
+    if code in BY_CODE:
+        return f"exit code {code} ({BY_CODE[code].name}, {BY_CODE[code].kind})"
+    if code > SIGNAL_BASE:
+        return f"exit code {code} (signal {code - SIGNAL_BASE}, retryable)"
+    return f"exit code {code} (unknown)"
+
+
+def markdown_table() -> str:
+    """The table as Markdown (docs/operator.md and trainer_image/README.md carry this text; a test checks it)."""
+    rows = ["| code | name | kind | meaning |", "|---|---|---|---|"]
+    rows += [f"| {e.code} | {e.name} | {e.kind} | {e.meaning} |" for e in TABLE]
+    rows.append(f"| >{SIGNAL_BASE} | Signal | retryable | killed by signal N = code - {SIGNAL_BASE} (137: SIGKILL/OOM) |")
+    rows.append("| other 1-127 | - | unknown | as 1 |")
+    return "\n".join(rows)
