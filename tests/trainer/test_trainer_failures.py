@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 
@@ -100,3 +101,35 @@ def test_checkpoint_of_a_different_model_is_a_contract_error(tmp_path: Path) -> 
     assert code == EXIT_CONTRACT, last_line
     assert "ckpt-30 does not match the model built by 'tfps_trainer.examples.linear'" in last_line
     assert checkpoint_steps(changed.paths.checkpoints) == [30]
+
+
+def test_sigterm_on_the_chief_saves_the_scheduled_steps_and_the_next_run_resumes_there(tmp_path: Path) -> None:
+    """Preemption: SIGTERM mid-training (no checkpoint due for a long while). The chief finishes the
+    steps it scheduled, saves them, exits with the preempted code; the next run resumes at that step."""
+    from tfps_trainer.errors import EXIT_PREEMPTED
+
+    settings = make_settings(tmp_path / "job", steps=1_000_000, checkpoint=CheckpointSettings(every_steps=500_000))
+    with LocalCluster(tmp_path / "run1", settings) as cluster:
+        cluster.start_all()
+        cluster.wait_for_step(300)
+        reported = cluster.status()["step"]
+        signalled = time.monotonic()
+        cluster.procs[("chief", 0)].send_signal(signal.SIGTERM)
+        code = cluster.wait(timeout=60)
+        stop_seconds = time.monotonic() - signalled
+        reason = cluster.termination_log("chief", 0).read_text().strip().splitlines()[-1]
+    assert code == EXIT_PREEMPTED, cluster.tail()
+    saved = checkpoint_steps(settings.paths.checkpoints)
+    assert len(saved) == 1 and saved[0] >= reported, (saved, reported)
+    assert stored_step(f"{settings.paths.checkpoints}/ckpt-{saved[0]}") == saved[0]
+    assert f"preempted (SIGTERM) at step {saved[0]}" in reason and f"checkpoint step {saved[0]} saved" in reason
+    print(f"preemption: progress reported step {reported}, saved step {saved[0]} "
+          f"({saved[0] - reported} scheduled after the last report), chief stopped {stop_seconds:.1f}s after SIGTERM")
+
+    resumed = settings.model_copy(update={"steps": saved[0] + 100})
+    with LocalCluster(tmp_path / "run2", resumed) as cluster:
+        cluster.start_all()
+        assert cluster.wait() == 0, cluster.tail()
+        log = cluster.log("chief", 0).read_text()
+    assert f"resumed from checkpoint step {saved[0]}" in log
+    assert checkpoint_steps(settings.paths.checkpoints)[-1] == saved[0] + 100

@@ -8,9 +8,11 @@ the saved state is exactly ``step`` updates and every loss up to it was checked)
 
 from __future__ import annotations
 
+import collections
 import os
 import queue
 import re
+import signal
 import threading
 import time
 from typing import Any
@@ -25,6 +27,11 @@ from .contract import ModelContract
 from .errors import ContractFailure, InfrastructureError, LostClusterError, NumericsError, PreemptedError, TrainerError
 from .progress import Progress
 
+IN_FLIGHT_PER_WORKER = 32
+"""Steps scheduled ahead of the workers, per worker: enough to keep each busy, few enough that a stop
+(SIGTERM) finishes them in moments. The coordinator's own queue holds 262,144 closures."""
+IN_FLIGHT_CHECK_EVERY = 8
+"""Every how many scheduled steps the chief waits for the oldest step beyond the window."""
 SAMPLE_SECONDS = 0.5
 """How often a scheduled step's loss is sampled (fetched off the main thread) for progress."""
 NUMERICS_TAG = "tfps: non-finite training loss"
@@ -35,8 +42,11 @@ _PS_TASK = re.compile(r"/job:ps/replica:\d+/task:(\d+)")
 class Trainer:
     """Builds the strategy, model, optimizer and checkpoint; runs the loop to ``settings.steps``."""
 
-    def __init__(self, settings: JobSettings, contract: ModelContract, progress: Progress) -> None:
+    def __init__(self, settings: JobSettings, contract: ModelContract, progress: Progress,
+                 stop: threading.Event | None = None) -> None:
         self.settings = settings
+        self.stop = stop or threading.Event()
+        """Set by SIGTERM: finish the scheduled steps, save a checkpoint, exit as preempted."""
         self.contract = contract
         self.progress = progress
         args = dict(settings.model_args)
@@ -53,6 +63,8 @@ class Trainer:
             )
         self.strategy = tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
+        workers = len(resolver.cluster_spec().as_dict().get("worker", [])) or 1
+        self.in_flight = IN_FLIGHT_PER_WORKER * workers
         with self.strategy.scope():
             self.model = modelio.build(contract, args)
             self.train_vars = sharding.optimizer_variables(self.model.trainable_variables)
@@ -151,9 +163,11 @@ class Trainer:
     def run(self) -> int:
         """Train to ``settings.steps``; return the final step. Raises :class:`TrainerError`.
 
-        The main thread only schedules closures, like a bare coordinator loop: it blocks when the
-        coordinator's queue is full, which leaves the GIL to the coordinator's worker threads. A
-        :class:`_ProgressReader` thread fetches a sample of results for progress and TensorBoard.
+        The main thread only schedules closures, like a bare coordinator loop: it blocks when it is
+        :data:`IN_FLIGHT_PER_WORKER` steps per worker ahead (waiting on the oldest of those), which
+        leaves the GIL to the coordinator's worker threads. A :class:`_ProgressReader` thread fetches a
+        sample of results for progress and TensorBoard. On SIGTERM (``self.stop``) it schedules no
+        more, waits for the scheduled steps, saves them and raises :class:`PreemptedError`.
 
         The global step counts scheduled training steps that completed. The coordinator runs each
         scheduled closure at least once (a closure whose worker died is re-run elsewhere) and
@@ -168,32 +182,54 @@ class Trainer:
             policy = checkpoints.Policy.from_settings(self.settings.checkpoint, done)
             scheduled = done
             rv = None
-            while scheduled < target:
+            window: collections.deque[Any] = collections.deque()
+            while scheduled < target and not self.stop.is_set():
                 boundary = policy.next_step_boundary(scheduled)
                 end = target if boundary is None else min(target, boundary)
                 next_sample = time.monotonic() + SAMPLE_SECONDS
-                while scheduled < end:
+                while scheduled < end and not self.stop.is_set():
                     rv = self.coordinator.schedule(self._train_step, args=(self.iterator,))
                     scheduled += 1
+                    if scheduled % IN_FLIGHT_CHECK_EVERY == 0:
+                        window.append(rv)
+                        if len(window) * IN_FLIGHT_CHECK_EVERY > self.in_flight:
+                            window.popleft().fetch()  # bound the steps scheduled ahead of the workers
                     now = time.monotonic()
                     if now >= next_sample:
                         next_sample = now + SAMPLE_SECONDS
                         reader.submit(scheduled, rv)
                         if policy.every_seconds is not None and policy.due(scheduled, now):
                             break
-                if policy.due(scheduled) or scheduled >= target:
-                    self.coordinator.join()  # every step <= scheduled done, every loss checked
-                    reader.drain()
-                    reader.report_now(scheduled, float(rv.fetch()))
-                    self.step.assign(scheduled)
-                    self._save(scheduled)
+                if policy.due(scheduled) or scheduled >= target or self.stop.is_set():
+                    self._checkpoint(scheduled, rv, reader)
                     policy.saved(scheduled)
+            if self.stop.is_set() and scheduled < target:
+                raise self._preempted(scheduled, done)
             return scheduled
         except tf.errors.OpError as exc:
             raise self.translate(exc) from None
         finally:
             reader.stop()
             self.writer.flush()
+
+    def _checkpoint(self, scheduled: int, rv: Any, reader: "_ProgressReader") -> None:
+        """Wait for every scheduled step, then save them all (once per step)."""
+        if self.last_checkpoint is not None and self.last_checkpoint.step == scheduled:
+            return
+        self.coordinator.join()  # every step <= scheduled done, every loss checked
+        reader.drain()
+        if rv is not None:
+            reader.report_now(scheduled, float(rv.fetch()))
+        self.step.assign(scheduled)
+        self._save(scheduled)
+
+    def _preempted(self, scheduled: int, resumed_at: int) -> PreemptedError:
+        if self.last_checkpoint is not None and self.last_checkpoint.step == scheduled:
+            saved = f"checkpoint step {scheduled} saved ({self.last_checkpoint.path})"
+        else:
+            saved = f"nothing new to save; {self._resume_hint()}"
+        return PreemptedError(f"preempted (SIGTERM) at step {scheduled} (this run started at {resumed_at}): "
+                              f"{saved}; the job resumes from it")
 
     def translate(self, exc: tf.errors.OpError) -> TrainerError:
         """A TensorFlow error from the cluster as a one-line trainer failure."""
@@ -326,22 +362,40 @@ STARTUP_TIMEOUT_ENV = "TFPS_STARTUP_TIMEOUT"
 """Seconds the chief waits for its parameter servers to accept connections (default 600)."""
 
 
-def wait_for_parameter_servers(progress: Progress) -> None:
+def wait_for_parameter_servers(progress: Progress, stop: threading.Event | None = None) -> None:
     task = read_tf_config()
     timeout = float(os.environ.get(STARTUP_TIMEOUT_ENV, "600"))
     progress.update(message="waiting for parameter servers")
-    missing = wait_for_addresses(task.cluster["ps"], timeout)
+    missing = wait_for_addresses(task.cluster["ps"], timeout, stop=stop)
+    if stop is not None and stop.is_set():
+        raise PreemptedError("preempted (SIGTERM) while waiting for the parameter servers; nothing to save")
     if missing:
         names = ", ".join(f"ps/{task.cluster['ps'].index(a)} ({a})" for a in missing)
         raise LostClusterError(f"parameter server(s) {names} not reachable after {timeout:g}s")
     progress.update(message="")
 
 
+def stop_on_sigterm() -> threading.Event:
+    """An event set by SIGTERM (the kubelet's stop: preemption, drain, eviction, suspend, deletion), so the
+    chief can save its last steps instead of dying; the pod's terminationGracePeriodSeconds bounds it."""
+    stop = threading.Event()
+
+    def _stop(signum: int, _frame: object) -> None:
+        if not stop.is_set():
+            print(f"tfps-trainer chief: {signal.Signals(signum).name}: finishing the scheduled steps, then saving "
+                  "a checkpoint", flush=True)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    return stop
+
+
 def run(settings: JobSettings, contract: ModelContract, progress: Progress) -> str:
     """Train; return a one-line success summary."""
-    wait_for_parameter_servers(progress)
+    stop = stop_on_sigterm()
+    wait_for_parameter_servers(progress, stop)
     try:
-        trainer = Trainer(settings, contract, progress)
+        trainer = Trainer(settings, contract, progress, stop)
     except tf.errors.OpError as exc:
         raise LostClusterError(
             f"cannot set up training on the cluster ({type(exc).__name__}: {_first_line(exc)[:300]})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import ConfigError
 
@@ -84,8 +85,9 @@ def _is_address(value: object) -> bool:
     return bool(host) and port.isdigit() and 0 < int(port) < 65536
 
 
-def wait_for_addresses(addresses: list[str], timeout: float, poll: float = 0.5) -> list[str]:
-    """Wait until every ``host:port`` accepts a TCP connection; return those that never did.
+def wait_for_addresses(addresses: list[str], timeout: float, poll: float = 0.5, stop: Any = None) -> list[str]:
+    """Wait until every ``host:port`` accepts a TCP connection (or ``stop``, an Event, is set); return
+    those that never did.
 
     Pods start in any order: the chief waits for its parameter servers before creating the
     strategy, instead of failing on a PS that is still importing TensorFlow.
@@ -105,7 +107,7 @@ def wait_for_addresses(addresses: list[str], timeout: float, poll: float = 0.5) 
             except OSError:
                 still.append(addr)
         pending = still
-        if not pending or time.monotonic() >= deadline:
+        if not pending or time.monotonic() >= deadline or (stop is not None and stop.is_set()):
             break
         time.sleep(poll)
     return pending
