@@ -48,7 +48,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: lo
     selector = ",".join(f"{k}={v}" for k, v in MANAGED.items())
     for resource in WATCHED_CHILDREN:
         settings.watching.label_selectors[resource] = selector
-    memo.controller = Controller(await Kube.connect(lambda: credentials(settings, memo)), ours)
+    kube = await Kube.connect(lambda: credentials(settings, memo), timeout=ours.api_timeout_seconds,
+                              connect_timeout=ours.api_connect_timeout_seconds)
+    memo.controller = Controller(kube, ours)
     memo.monitor = ProgressMonitor(memo.controller.kube, ours)
     logger.info("tfps operator ready (namespaces: %s)", ", ".join(ours.namespaces) or "all")
 

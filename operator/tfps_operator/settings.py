@@ -76,6 +76,10 @@ class OperatorSettings:
     status_interval_max_seconds: float = 30.0
     """Each progress-only write in a row doubles that spacing, up to this (a slow start is still
     reported, with fewer writes the longer it takes)."""
+    api_timeout_seconds: float = 30.0
+    """Longest one call of the operator's own API client may take, connect to last byte."""
+    api_connect_timeout_seconds: float = 5.0
+    """Longest opening a connection to the API server may take."""
     max_concurrent_passes: int = 32
     """Jobs reconciled at once; the others wait their turn (bounds the memory of a burst of new jobs)."""
     build: BuildConfig = field(default_factory=BuildConfig)
@@ -149,6 +153,9 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
         settle_seconds=float(env.get("TFPS_SETTLE_SECONDS", 0.2)),
         status_interval_seconds=float(env.get("TFPS_STATUS_INTERVAL_SECONDS", 3.0)),
         status_interval_max_seconds=float(env.get("TFPS_STATUS_INTERVAL_MAX_SECONDS", 30.0)),
+        api_timeout_seconds=_positive("TFPS_API_TIMEOUT_SECONDS", env.get("TFPS_API_TIMEOUT_SECONDS", 30.0)),
+        api_connect_timeout_seconds=_positive("TFPS_API_CONNECT_TIMEOUT_SECONDS",
+                                              env.get("TFPS_API_CONNECT_TIMEOUT_SECONDS", 5.0)),
         max_concurrent_passes=_count("TFPS_MAX_CONCURRENT_RECONCILES", env.get("TFPS_MAX_CONCURRENT_RECONCILES", 32)),
         build=BuildConfig(
             default_image=_first(getattr(args, "default_image", None), env.get("TFPS_DEFAULT_IMAGE"), DEFAULT_TRAINER_IMAGE),

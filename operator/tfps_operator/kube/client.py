@@ -13,6 +13,7 @@ incarnation by uid, status goes through the status subresource guarded by resour
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -39,6 +40,12 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "PSTrainingJob": (f"/apis/{GROUP}/{VERSION}", PLURAL),
 }
 COMPONENT = "tfps-operator"
+DEFAULT_TIMEOUT_SECONDS = 30.0
+"""Longest any one API call may take, connect to last byte (``TFPS_API_TIMEOUT_SECONDS``)."""
+DEFAULT_CONNECT_TIMEOUT_SECONDS = 5.0
+"""Longest a connection to the API server may take to open (``TFPS_API_CONNECT_TIMEOUT_SECONDS``)."""
+TIMEOUT_STATUS = 504
+"""The status an :class:`ApiError` carries when the API server did not answer in time."""
 
 
 class ApiError(Exception):
@@ -70,16 +77,19 @@ Login = Callable[[], "kopf.ConnectionInfo | None"]
 
 
 class Kube:
-    def __init__(self, login: Login, field_manager: str = COMPONENT):
+    def __init__(self, login: Login, field_manager: str = COMPONENT, timeout: float = DEFAULT_TIMEOUT_SECONDS,
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS):
         self.login = login
         self.field_manager = field_manager
+        self.timeout = aiohttp.ClientTimeout(total=timeout, connect=connect_timeout)
         self.instance = os.environ.get("POD_NAME") or socket.gethostname()
         self._session: aiohttp.ClientSession | None = None
         self._server = ""
 
     @classmethod
-    async def connect(cls, login: Login) -> "Kube":
-        kube = cls(login)
+    async def connect(cls, login: Login, timeout: float = DEFAULT_TIMEOUT_SECONDS,
+                      connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS) -> "Kube":
+        kube = cls(login, timeout=timeout, connect_timeout=connect_timeout)
         kube._open()
         return kube
 
@@ -92,7 +102,7 @@ class Kube:
         self._server = info.server.rstrip("/")
         # trust_env=False: never through a proxy from the environment; limit: concurrent requests.
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100, ssl=info.as_ssl_context()),
-                                              headers=headers, trust_env=False)
+                                              headers=headers, trust_env=False, timeout=self.timeout)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -103,10 +113,15 @@ class Kube:
         data = None if body is None else json.dumps(body)
         for attempt in (1, 2):
             assert self._session is not None
-            async with self._session.request(verb, self._server + path, params=query or None, data=data,
-                                             headers={"Content-Type": content_type}) as resp:
-                raw = await resp.read()
-                status, reason = resp.status, resp.reason or ""
+            try:
+                async with self._session.request(verb, self._server + path, params=query or None, data=data,
+                                                 headers={"Content-Type": content_type}) as resp:
+                    raw = await resp.read()
+                    status, reason = resp.status, resp.reason or ""
+            except asyncio.TimeoutError:
+                metrics.API_ERRORS.labels(verb=verb.lower(), code=str(TIMEOUT_STATUS)).inc()
+                raise ApiError(TIMEOUT_STATUS, "Timeout", f"no answer within {self.timeout.total:g}s "
+                               f"(connect limit {self.timeout.connect:g}s)", verb, what) from None
             if status == 401 and attempt == 1:  # a rotated token: log in again, once
                 await self.close()
                 self._open()
