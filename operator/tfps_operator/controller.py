@@ -25,8 +25,9 @@ from .api.models import PSTrainingJob, PSTrainingJobStatus
 from .api.validate import validate_job
 from .build import names
 from .kube.client import ApiError, Kube
-from .kube.executor import Outcome, execute, minor_status_change, post_events, status_patch
+from .kube.executor import Outcome, dry_run, execute, minor_status_change, post_events, status_patch
 from .kube.watched import RecentWrites, Views
+from .reconcile import admission
 from .reconcile.machine import creation_failed, invalid_spec, reconcile
 from .reconcile.plan import Plan
 from .reconcile.observed import observe
@@ -240,6 +241,16 @@ class Controller:
         observed = observe(state.recent.pods(views.job_pods(job_key)), export, existing, preflight)
         return reconcile(job, current, observed, t, self.settings.build)
 
+    async def _admitted(self, plan: Plan, current: PSTrainingJobStatus, generation: int | None, t: datetime) -> Plan:
+        """``plan`` if the API server admits every child of the new run (dry-run), else the refusal's plan."""
+        answers = await dry_run(self.kube, plan.validate)
+        refusals = {admission.where(m): message for m, code, message in answers if admission.is_refusal(code, message)}
+        if not refusals:
+            return plan
+        log.warning("%s: the API server refuses children of a new run: %s", plan.validate[0]["metadata"]["namespace"],
+                    "; ".join(f"{k}: {v}" for k, v in sorted(refusals.items())))
+        return admission.verdict(current, generation, refusals, t)
+
     @staticmethod
     def _remember(state: _JobState, outcome: Outcome, progress_only: bool = False) -> None:
         if outcome.status_written:
@@ -262,6 +273,8 @@ class Controller:
         t = now()
         state.recent.expire()
         plan = self._decide(namespace, name, state, body, current, views, t)
+        if plan.validate:
+            plan = await self._admitted(plan, current, meta.get("generation"), t)
         acted = bool(plan.actions)
         outcome: Outcome | None = None
         if current.phase is None and plan.creates():

@@ -47,7 +47,7 @@ def test_names_printer_columns_and_status_subresource() -> None:
     assert version["subresources"] == {"status": {}}
     cols = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert cols == {"Phase": ".status.phase", "Step": ".status.checkpoint.step",
-                    "Workers": ".status.workers", "Age": ".metadata.creationTimestamp"}
+                    "Workers": ".status.workers", "Reason": ".status.reason", "Age": ".metadata.creationTimestamp"}
 
 
 def test_schema_is_structural() -> None:

@@ -35,9 +35,19 @@ def job_body(rv: int = 10, **status: Any) -> dict[str, Any]:
 class RecordingKube:
     """Answers like the API server would for one job, and records every call."""
 
-    def __init__(self, job: dict[str, Any], conflict_once: bool = False):
+    def __init__(self, job: dict[str, Any], conflict_once: bool = False, refuse: dict[str, tuple[int, str]] | None = None):
         self.job, self.calls, self.conflict_once = job, [], conflict_once
         self.rv = itertools.count(int(job["metadata"]["resourceVersion"]) + 1)
+        self.dry_runs: list[str] = []
+        self.refuse = refuse or {}
+        """``Kind/name`` -> (status, message) the dry-run of that child answers."""
+
+    async def dry_run_create(self, manifest: dict[str, Any]) -> None:
+        key = f"{manifest['kind']}/{manifest['metadata']['name']}"
+        self.dry_runs.append(key)
+        if key in self.refuse:
+            status, message = self.refuse[key]
+            raise ApiError(status, "Invalid", message, "POST", key)
 
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         self.calls.append(("GET", kind, name))
@@ -91,6 +101,7 @@ def test_a_new_job_is_built_without_a_single_read_and_a_second_pass_creates_noth
     assert kube.job["status"]["phase"] == "Pending" and kube.job["status"]["replicaStatuses"]["worker"]["active"] == 2
     assert {c["type"]: c["status"] for c in kube.job["status"]["conditions"]}["Created"] == "True"
     assert ("POST", "Event", "Accepted") in kube.calls
+    assert sorted(kube.dry_runs) == sorted([*created, "Job/mnist-export"])  # every child was validated first
 
     # The watch has echoed nothing yet and the live body is still the old one: the next pass must
     # neither create again nor write again.
@@ -295,3 +306,34 @@ def test_at_most_max_concurrent_passes_jobs_reconcile_at_once():
     created = {name for verb, _kind, name in kube.calls if verb == "POST" and _kind == "Pod"}
     assert {f"j{i}-chief-0" for i in range(6)} <= created   # every job got its pods...
     assert kube.most_jobs_at_once == 2                      # ...never more than two jobs at a time
+
+
+def test_a_new_run_the_api_server_refuses_creates_nothing_and_fails_as_invalid_spec():
+    refusal = ('Pod "mnist-worker-0" is invalid: spec.tolerations[0].operator: Unsupported value: "Sometimes": '
+               'supported values: "Equal", "Exists"')
+    refuse = {f"Pod/mnist-worker-{i}": (422, refusal.replace("worker-0", f"worker-{i}")) for i in range(2)}
+    refuse["Service/mnist"] = (409, "already exists")  # an existing child is no refusal
+    kube = RecordingKube(job_body(), refuse=refuse)
+    controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
+    state = _JobState(asyncio.Event())
+    one_pass(controller, state, job_body(), empty_views())
+    assert len(kube.dry_runs) == 7  # the pods, the Service, the NetworkPolicy and the export Job
+    assert not [c for c in kube.calls if c[0] == "POST" and c[1] != "Event"]  # nothing created
+    st = kube.job["status"]
+    failed = next(c for c in st["conditions"] if c["type"] == "Failed")
+    assert st["phase"] == "Failed" and st["reason"] == "InvalidSpec" and failed["reason"] == "InvalidSpec"
+    assert ("spec.replicas.worker.template (Pod/mnist-worker-0): " + refusal) in failed["message"]
+    assert "mnist-worker-1" not in failed["message"]  # one refusal per replica type's template
+    assert ("POST", "Event", "InvalidSpec") in kube.calls
+    kube.calls.clear()
+    kube.dry_runs.clear()
+    one_pass(controller, state, kube.job, empty_views())
+    assert kube.dry_runs == [] and not [c for c in kube.calls if c[0] == "POST" and c[1] != "Event"]
+
+
+def test_an_exceeded_quota_is_no_refusal_the_create_retries_it():
+    from tfps_operator.reconcile.admission import is_refusal
+
+    assert not is_refusal(403, 'pods "a" is forbidden: exceeded quota: q, requested: pods=1')
+    assert is_refusal(403, 'pods "a" is forbidden: violates PodSecurity "restricted:latest": privileged')
+    assert is_refusal(422, "x") and is_refusal(400, "x") and not is_refusal(409, "x") and not is_refusal(504, "x")

@@ -751,3 +751,38 @@ def test_exit_code_table_kinds_and_the_documented_table():
         "retryable", "retryable", "retryable", "unknown", "retryable"]
     docs = Path(__file__).resolve().parents[2] / "docs" / "operator.md"
     assert exitcodes.markdown_table() in docs.read_text(), "docs/operator.md: paste tfps_trainer.exitcodes.markdown_table()"
+
+
+# --- admission: a new run's children are validated (dry-run) before any is created -------------------
+
+def test_a_new_job_asks_to_validate_every_child_before_creating_any():
+    job = make_job(ps=1, workers=2)
+    plan = reconcile(job, status(), observed(job, existing=set()), T0, CFG)
+    keys = sorted(f"{m['kind']}/{m['metadata']['name']}" for m in plan.validate)
+    assert keys == ["Job/mnist-export", "NetworkPolicy/mnist", "PersistentVolumeClaim/mnist-storage", "Pod/mnist-chief-0",
+                    "Pod/mnist-ps-0", "Pod/mnist-worker-0", "Pod/mnist-worker-1", "Service/mnist"]
+
+
+def test_a_restarted_run_is_validated_again_and_a_running_one_is_not():
+    job = make_job(ps=1, workers=1)
+    restarted = reconcile(job, status(phase="Restarting", restarts=1, startTime=T0.isoformat()), observed(job, []), T0, CFG)
+    assert created_names(restarted) and {m["metadata"]["name"] for m in restarted.validate} >= set(created_names(restarted))
+    pods = all_pods(job)
+    pods[2] = pod(job, "worker", 0, "Failed", exit_code=1)
+    plan = reconcile(job, status(**RUNNING), observed(job, pods[:2]), T0, CFG)  # a worker recreated alone
+    assert created_names(plan) == ["mnist-worker-0"] and plan.validate == []
+
+
+def test_refusals_fail_the_job_naming_the_template_once_per_replica_type():
+    from tfps_operator.reconcile.admission import verdict, where
+
+    job = make_job(ps=1, workers=2)
+    new = reconcile(job, status(), observed(job, existing=set()), T0, CFG)
+    pods = {m["metadata"]["name"]: m for m in new.validate if m["kind"] == "Pod"}
+    refusals = {where(pods["mnist-worker-0"]): "spec.containers[0].volumeMounts[2].name: Not found: \"data\"",
+                where(pods["mnist-worker-1"]): "spec.containers[0].volumeMounts[2].name: Not found: \"data\""}
+    plan = verdict(new.status, 1, refusals, T0)
+    assert plan.status.phase == "Failed" and cond(plan, C.FAILED) == ("True", "InvalidSpec")
+    message = C.get(plan.status, C.FAILED).message
+    assert message == ("the API server refuses the job's children (nothing was created): spec.replicas.worker.template "
+                       "(Pod/mnist-worker-0): spec.containers[0].volumeMounts[2].name: Not found: \"data\"")

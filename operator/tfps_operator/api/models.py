@@ -19,6 +19,8 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 from typing_extensions import NotRequired, Required, TypedDict
 
+from tfps_trainer.config import DEFAULT_PROGRESS_PORT
+
 GROUP = "tfps.dev"
 VERSION = "v1alpha1"
 KIND = "PSTrainingJob"
@@ -228,11 +230,31 @@ class EnvVar(TypedDict, total=False):
     valueFrom: NotRequired[Annotated[dict[str, Any], Field(description="core/v1 EnvVarSource.")]]
 
 
+class VolumeMount(TypedDict, total=False):
+    """A container volume mount (core/v1 VolumeMount)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    name: Required[Annotated[str, Field(min_length=1, max_length=253, description="Name of a volume of the pod.")]]
+    mountPath: Required[Annotated[str, Field(min_length=1, max_length=1024, description=(
+        "Where to mount it; not /, /tmp or the job's storage mountPath (the operator's own mounts)."))]]
+    readOnly: NotRequired[bool]
+    recursiveReadOnly: NotRequired[Annotated[str, Field(max_length=32)]]
+    mountPropagation: NotRequired[Annotated[str, Field(max_length=32)]]
+    subPath: NotRequired[Annotated[str, Field(max_length=1024)]]
+    subPathExpr: NotRequired[Annotated[str, Field(max_length=1024)]]
+
+
+MAX_VOLUME_MOUNTS = 64
+
+
 class PodSpecOverride(_Model):
     """Pod settings merged into the pods the operator builds. The operator keeps its own hardening
     defaults unless a field here overrides them; it always sets the container command, TF_CONFIG and
     the job's storage mount itself. Free-form fields (tolerations, affinity, volumes...) are checked
-    by the API server when the pods are created; a rejected pod ends the job with a Failed condition."""
+    by the API server (a dry-run of every pod) before any pod of a run is created; a refused template
+    fails the job as InvalidSpec with the server's message, and nothing is created. Mounts over /, /tmp
+    or the storage mountPath are refused here."""
 
     model_config = ConfigDict(json_schema_extra=_rules(
         cel("!has(self.env) || self.env.all(e, e.name != 'TF_CONFIG' && !e.name.startsWith('TFPS_'))",
@@ -245,7 +267,8 @@ class PodSpecOverride(_Model):
     priority_class_name: str | None = Field(default=None, max_length=253, description="Pod priorityClassName.")
     env: list[EnvVar] | None = Field(default=None, max_length=128, description="Extra container env (core/v1 EnvVar); TF_CONFIG and TFPS_* are reserved.")
     volumes: list[dict[str, Any]] | None = Field(default=None, description="Extra pod volumes (core/v1 Volume).")
-    volume_mounts: list[dict[str, Any]] | None = Field(default=None, description="Extra trainer container mounts (core/v1 VolumeMount).")
+    volume_mounts: list[VolumeMount] | None = Field(default=None, max_length=MAX_VOLUME_MOUNTS, description=(
+        "Extra trainer container mounts (core/v1 VolumeMount), each naming a volume of the pod."))
     resources: ResourceRequirements | None = Field(default=None, description="Trainer container resources; wins over the replica type's resources.")
     security_context: dict[str, Any] | None = Field(default=None, description="Trainer container securityContext (core/v1 SecurityContext).")
     pod_security_context: dict[str, Any] | None = Field(default=None, description="Pod securityContext (core/v1 PodSecurityContext).")
@@ -329,25 +352,36 @@ class VariablePartitioner(_Model):
 class TrainingSpec(_Model):
     """The training loop."""
 
+    model_config = ConfigDict(json_schema_extra=_rules(
+        cel(f"self.port != {DEFAULT_PROGRESS_PORT}",
+            f"must differ from {DEFAULT_PROGRESS_PORT}, the progress port of the chief and the evaluator", ".port"),
+    ))
+
     steps: int = Field(ge=1, description="Target global step count.")
     batch_size: int = Field(default=32, ge=1, le=1048576, description="Per-worker batch size.")
     checkpoint: CheckpointPolicy = Field(default_factory=lambda: CheckpointPolicy(every_steps=100),
                                          description="Checkpoint policy; default every 100 steps, keep 3.")
     check_numerics: bool = Field(default=False, description="Stop with a clear reason on NaN/Inf instead of checkpointing garbage.")
     variable_partitioner: VariablePartitioner | None = Field(default=None, description="Shard large variables across the PS; none when unset.")
-    port: int = Field(default=2222, ge=1024, le=65535, description="gRPC port of the TensorFlow servers.")
+    port: int = Field(default=2222, ge=1024, le=65535, description=(
+        f"gRPC port of the TensorFlow servers; not {DEFAULT_PROGRESS_PORT}, the chief's and evaluator's progress port."))
     seed: int | None = Field(default=None, ge=0, description="Random seed for reproducible runs.")
 
 
 class VolumeClaimTemplate(_Model):
     """A PVC the operator creates for the job (owned by it, deleted with it)."""
 
+    model_config = ConfigDict(json_schema_extra=_rules(
+        cel("quantity(self.size).sign() == 1", "must be greater than zero", ".size"),
+    ))
+
     storage_class_name: str | None = Field(default=None, max_length=253, description="StorageClass; the cluster default when unset.")
     access_modes: list[Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod", "ReadOnlyMany"]] = Field(
         default_factory=lambda: ["ReadWriteMany"], min_length=1, max_length=4,
         description="PVC access modes. Pods of a job may land on several nodes: ReadWriteOnce suits single-node clusters only.",
     )
-    size: str = Field(default="10Gi", pattern=QUANTITY_PATTERN, description="Requested size, a resource quantity.")
+    size: str = Field(default="10Gi", pattern=QUANTITY_PATTERN, max_length=MAX_QUANTITY_LENGTH,
+                      description="Requested size, a resource quantity greater than zero.")
 
 
 class StorageSpec(_Model):
@@ -468,6 +502,17 @@ class RunPolicy(_Model):
         "chief finishes its in-flight steps and saves a checkpoint within this time, then exits as preempted."))
 
 
+def _mount_rule(role: str) -> dict[str, str]:
+    t = f"self.replicas.{role}.template"
+    mounts = f"{t}.spec.volumeMounts"
+    reserved = "[self.storage.mountPath, self.storage.mountPath + '/', '/', '/tmp', '/tmp/']"
+    return cel(f"!has({t}) || !has({t}.spec) || !has({mounts}) || {mounts}.all(m, !(m.mountPath in {reserved}))",
+               "must not mount over /, /tmp or spec.storage.mountPath (the operator's own mounts)",
+               f".replicas.{role}.template.spec.volumeMounts",
+               f"{mounts}.filter(m, m.mountPath in {reserved}).map(m, 'mountPath ' + m.mountPath + ' (volume ' + m.name "
+               f"+ '): must not mount over /, /tmp or spec.storage.mountPath, the operator\\'s own mounts')[0]")
+
+
 class PSTrainingJobSpec(_Model):
     """A TensorFlow parameter-server training job."""
 
@@ -476,6 +521,7 @@ class PSTrainingJobSpec(_Model):
             " || (has(self.training.checkpoint.everySteps) && self.training.checkpoint.everySteps < self.training.steps)",
             "an evaluator needs checkpoints during training: set everySteps below training.steps, or everySeconds",
             ".training.checkpoint"),
+        *(_mount_rule(role) for role in ROLES),
     ))
 
     image: str | None = Field(default=None, max_length=1024, description="Trainer image; the operator's default when empty.")

@@ -169,6 +169,17 @@ class Kube:
                                 f"delete or rename it")
         return existing, False
 
+    async def dry_run_create(self, manifest: dict[str, Any]) -> None:
+        """Have the API server validate and admit ``manifest`` without storing it (``dryRun=All``);
+        raises :class:`ApiError` with its refusal. An existing object of that name (409) passes."""
+        kind, meta = manifest["kind"], manifest["metadata"]
+        try:
+            await self.request("POST", _path(kind, meta["namespace"]), what=f"{kind}/{meta['name']} (dry run)",
+                               body=manifest, query=[("dryRun", "All"), ("fieldManager", self.field_manager)])
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+
     async def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
         """Delete (background propagation); True if deleted now, False if already gone or replaced."""
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}

@@ -128,5 +128,22 @@ async def execute(kube: Kube, body: Mapping[str, Any], current: PSTrainingJobSta
     return out
 
 
+async def dry_run(kube: Kube, manifests: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int, str]]:
+    """Dry-run creates of ``manifests`` (bounded concurrency); ``(manifest, status, message)`` of each one the
+    API server answered with an error (whether that is a refusal is the reconciler's call)."""
+    limit = asyncio.Semaphore(CONCURRENCY)
+    out: list[tuple[dict[str, Any], int, str]] = []
+
+    async def one(manifest: dict[str, Any]) -> None:
+        async with limit:
+            try:
+                await kube.dry_run_create(manifest)
+            except ApiError as exc:
+                out.append((manifest, exc.status, exc.message))
+
+    await asyncio.gather(*(one(m) for m in manifests))
+    return out
+
+
 async def post_events(kube: Kube, body: Mapping[str, Any], events: list[Event]) -> None:
     await asyncio.gather(*(kube.event(body, ev.type, ev.reason, ev.message) for ev in events))

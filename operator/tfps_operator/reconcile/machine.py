@@ -138,9 +138,22 @@ def _decide(x: _Ctx) -> None:
     _ensure(x, infra)
     if x.st.phase == "Exporting":
         _exporting(x, export_manifest)
-    elif not _preflight_pending(x) or _preflight(x):
+        return
+    if not _preflight_pending(x) or _preflight(x):
         _training(x, pods, export_manifest)
-    return
+    _validate_new_run(x, [*infra, *pods.values(), *([export_manifest] if export_manifest else [])])
+
+
+def _validate_new_run(x: _Ctx, children: list[dict[str, Any]]) -> None:
+    """A run none of whose pods exist yet, about to create children: have the API server validate them all
+    first (see :attr:`Plan.validate`)."""
+    if x.st.phase in TERMINAL or not x.plan.creates():
+        return
+    if any(p.restart == x.st.restarts and not p.deleting for p in x.obs.pods):
+        return
+    seen = {c.key for c in x.plan.creates()}
+    x.plan.validate = [c.manifest for c in x.plan.creates()] + [
+        m for m in children if f"{m['kind']}/{m['metadata']['name']}" not in seen]
 
 
 def invalid_spec(status: PSTrainingJobStatus, generation: int | None, message: str, now: datetime) -> Plan:

@@ -75,6 +75,10 @@ class Plan:
     """Failed pods deleted to be recreated alone (the caller's crash-loop backoff counts them)."""
     recreated: list[str] = field(default_factory=list)
     """Roles of pods recreated after a failure or loss (for the pod-restart metric)."""
+    validate: list[dict[str, Any]] = field(default_factory=list)
+    """Children of a new or restarted run to validate by a server-side dry-run before any of this plan's
+    creates: every pod, the Service, NetworkPolicy, claim and Jobs. A refusal fails the job instead
+    (:func:`~.machine.admission_refused`), so nothing of a run the API server would not admit is created."""
 
     def creates(self) -> list[Create]:
         return [a for a in self.actions if isinstance(a, Create)]
