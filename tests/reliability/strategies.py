@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from tfps_operator.build import names
 from tfps_operator.build.labels import EXPORT_COMPONENT, base_labels, pod_labels
+from tfps_trainer.config import DEFAULT_PROGRESS_PORT
 
 UID = "5e1f0000-0000-4000-8000-00000000beef"
 
@@ -161,7 +162,7 @@ def valid_jobs(draw: st.DrawFn) -> dict[str, Any]:
         steps = max(steps, every_steps + 1)  # type: ignore[operator]
     training: dict[str, Any] = {"steps": steps, "batchSize": draw(st.integers(1, 4096)),
                                 "checkpoint": checkpoint, "checkNumerics": draw(st.booleans()),
-                                "port": draw(st.integers(1024, 65535))}
+                                "port": draw(st.integers(1024, 65535).filter(lambda p: p != DEFAULT_PROGRESS_PORT))}
     if draw(st.booleans()):
         training["variablePartitioner"] = {"maxShards": draw(st.integers(1, 8))}
     if draw(st.booleans()):

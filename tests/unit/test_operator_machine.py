@@ -786,3 +786,50 @@ def test_refusals_fail_the_job_naming_the_template_once_per_replica_type():
     message = C.get(plan.status, C.FAILED).message
     assert message == ("the API server refuses the job's children (nothing was created): spec.replicas.worker.template "
                        "(Pod/mnist-worker-0): spec.containers[0].volumeMounts[2].name: Not found: \"data\"")
+
+
+# --- why a job waits ----------------------------------------------------------------------------------
+
+def _waiting_container(p, reason, message):
+    p["status"]["containerStatuses"] = [{"name": "trainer", "state": {"waiting": {"reason": reason, "message": message}}}]
+    return p
+
+
+def test_an_image_that_cannot_be_pulled_is_the_jobs_reason_with_an_event_once():
+    job = make_job(ps=1, workers=1)
+    pods = all_pods(job, "Pending")
+    pods[1] = _waiting_container(pods[1], "ImagePullBackOff", 'Back-off pulling image "tfps-trainer:nope"')
+    plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), observed(job, pods), T0, CFG)
+    assert cond(plan, "Waiting") == ("True", "ImagePullBackOff") and plan.status.reason == "ImagePullBackOff"
+    assert C.get(plan.status, "Waiting").message == 'mnist-ps-0 cannot start: ImagePullBackOff: Back-off pulling image "tfps-trainer:nope"'
+    assert reasons(plan) == ["ImagePullBackOff"]
+    again = reconcile(job, plan.status, observed(job, pods), later(5), CFG)
+    assert again.events == [] and again.status.conditions == plan.status.conditions
+    started = reconcile(job, again.status, observed(job, all_pods(job)), later(30), CFG)
+    assert cond(started, "Waiting") == ("False", "PodsStarted") and started.status.reason is None
+    assert started.status.phase == "Running"
+
+
+def test_an_unbound_claim_is_named_as_such():
+    job = make_job(ps=1, workers=1)
+    msg = "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/2 nodes are available"
+    pods = [pod(job, r, 0, "Pending", scheduled=False, unschedulable=msg) for r in ("chief", "ps", "worker")]
+    plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), observed(job, pods), T0, CFG)
+    assert cond(plan, "Waiting") == ("True", "UnboundClaim") and plan.status.reason == "UnboundClaim"
+    assert C.get(plan.status, "Waiting").message.startswith("mnist-chief-0, mnist-ps-0, mnist-worker-0 not scheduled: 0/2 nodes")
+    assert "UnboundClaim" in reasons(plan)
+
+
+def test_stall_policy_restart_restarts_a_stalled_job_and_fail_fails_it():
+    st = status(phase="Running", startTime=T0.isoformat(),
+                conditions=[{"type": "Running", "status": "True", "lastTransitionTime": T0.isoformat()}])
+    job = make_job(ps=1, workers=1, runPolicy={"stallSeconds": 60, "stallPolicy": "Restart"})
+    plan = reconcile(job, st, observed(job, all_pods(job)), later(61), CFG)
+    assert plan.status.phase == "Restarting" and plan.status.restarts == 1 and "StallRestart" in reasons(plan)
+    assert len(plan.deletes()) == 3
+    job = make_job(ps=1, workers=1, runPolicy={"stallSeconds": 60, "stallPolicy": "Fail"})
+    plan = reconcile(job, st, observed(job, all_pods(job)), later(61), CFG)
+    assert plan.status.phase == "Failed" and cond(plan, C.FAILED) == ("True", "Stalled")
+    job = make_job(ps=1, workers=1, runPolicy={"stallSeconds": 60})  # None: report only
+    plan = reconcile(job, st, observed(job, all_pods(job)), later(61), CFG)
+    assert plan.status.phase == "Running" and cond(plan, "Stalled") == ("True", "NoNewCheckpoint")

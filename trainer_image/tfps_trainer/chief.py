@@ -193,7 +193,7 @@ class Trainer:
                     if scheduled % IN_FLIGHT_CHECK_EVERY == 0:
                         window.append(rv)
                         if len(window) * IN_FLIGHT_CHECK_EVERY > self.in_flight:
-                            window.popleft().fetch()  # bound the steps scheduled ahead of the workers
+                            _wait_for(window.popleft())  # bound the steps scheduled ahead of the workers
                     now = time.monotonic()
                     if now >= next_sample:
                         next_sample = now + SAMPLE_SECONDS
@@ -336,6 +336,16 @@ class _ProgressReader(threading.Thread):
 
 _CLUSTER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
                    tf.errors.DeadlineExceededError)
+
+
+def _wait_for(remote_value: Any) -> None:
+    """Wait until a scheduled step has run. Its failure is not raised here: the coordinator raises what
+    matters (a lost PS) at the next schedule or join, and the result of a step that ran on a worker that
+    died since cannot be fetched at all (the coordinator counts it done)."""
+    try:
+        remote_value.fetch()
+    except Exception:  # noqa: BLE001 - see above
+        pass
 
 
 def _storage_problem(directory: str) -> str:

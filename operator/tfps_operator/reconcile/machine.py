@@ -41,7 +41,7 @@ from ..build.pvc import storage_claim
 from ..build.service import headless_service
 from ..settings import BuildConfig
 from . import conditions as C
-from . import crashloop, stall
+from . import crashloop, stall, waiting
 from .failure_policy import Decision, on_failure
 from .observed import Observed, PodObs
 from .plan import Create, Delete, DeleteOwner, DeletePods, Event, Plan
@@ -281,6 +281,7 @@ def _training_phase(x: _Ctx, desired: dict[str, dict[str, Any]], current: dict[s
         detail = "; ".join(f"{p.name}: {p.unschedulable_message}" if p.unschedulable_message else p.name for p in unscheduled[:5])
         x.cond(C.SCHEDULED, "False", "Unschedulable" if any(p.unschedulable_message for p in unscheduled) else "Scheduling",
                f"{len(unscheduled)} pod(s) not scheduled: {detail}")
+    _waiting(x, live)
     if all_there and not C.is_true(st, C.CREATED):
         x.cond(C.CREATED, "True", "ChildrenCreated", f"{len(desired)} pods, Service and NetworkPolicy created")
 
@@ -291,11 +292,27 @@ def _training_phase(x: _Ctx, desired: dict[str, dict[str, Any]], current: dict[s
         x.event("Normal", "Running", f"all {len(desired)} pods are running")
     elif st.phase not in ("Running", "Restarting"):
         st.phase = "Pending"
-    _stalled(x)
+    _stalled(x, current)
 
 
-def _stalled(x: _Ctx) -> None:
-    """The Stalled condition (rule in :mod:`.stall`), an Event when it turns True, a wake-up at the deadline."""
+def _waiting(x: _Ctx, live: list[PodObs]) -> None:
+    """Condition Waiting (rule in :mod:`.waiting`), ``status.reason``, and an Event when the reason changes."""
+    w = waiting.why(live)
+    old = C.get(x.st, waiting.WAITING)
+    if w is None:
+        if old is not None and old.status == "True":
+            x.clear(waiting.WAITING, "PodsStarted", "")
+            x.st.reason = None
+        return
+    if old is None or old.status != "True" or old.reason != w.reason:
+        x.event("Warning", w.reason, w.message)
+    x.cond(waiting.WAITING, "True", w.reason, w.message)
+    x.st.reason = w.reason
+
+
+def _stalled(x: _Ctx, current: dict[str, PodObs]) -> None:
+    """The Stalled condition (rule in :mod:`.stall`), an Event when it turns True, a wake-up at the deadline;
+    ``runPolicy.stallPolicy`` Restart or Fail acts on it."""
     bound = stall.bound_seconds(x.job.spec.run_policy.stall_seconds, x.cfg.stall_seconds)
     verdict = stall.evaluate(x.st, bound, x.now)
     if verdict is None:
@@ -303,6 +320,15 @@ def _stalled(x: _Ctx) -> None:
     elif verdict.stalled:
         if x.cond(stall.STALLED, "True", stall.REASON, verdict.message):
             x.event("Warning", stall.STALLED, verdict.message)
+        policy = x.job.spec.run_policy.stall_policy
+        backoff = x.job.spec.run_policy.backoff_limit
+        if policy == "Fail":
+            _fail(x, stall.STALLED, f"{verdict.message} (stallPolicy Fail)")
+        elif policy == "Restart" and x.st.restarts - x.st.preemptions >= backoff:
+            _fail(x, "BackoffLimitExceeded", f"{verdict.message}; stallPolicy Restart, but backoffLimit {backoff} is used up")
+        elif policy == "Restart":
+            _restart_job(x, Decision("restart_job", "StallRestart", f"{verdict.message}; stallPolicy Restart: restarting "
+                                     "the job from the latest checkpoint"), current)
     else:
         if C.is_true(x.st, stall.STALLED):
             x.event("Normal", stall.RESUMED, "a new checkpoint was written: no longer stalled")

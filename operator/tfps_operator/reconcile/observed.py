@@ -36,6 +36,9 @@ class PodObs:
     """The ``tfps.dev/component`` label: a trainer role, or the export Job's pods."""
     ip: str = ""
     """``status.podIP`` (the progress monitor dials the chief there)."""
+    waiting_reason: str = ""
+    """The container's waiting reason (``ImagePullBackOff``...), while it has not started."""
+    waiting_message: str = ""
 
     @property
     def active(self) -> bool:
@@ -85,7 +88,9 @@ def pod_obs(pod: Mapping[str, Any]) -> PodObs:
     sched = conds.get("PodScheduled") or {}
     ready = conds.get("Ready") or {}
     exit_code, message, finished = None, status.get("message") or "", None
+    waiting: dict[str, Any] = {}
     for cs in status.get("containerStatuses") or []:
+        waiting = waiting or (cs.get("state") or {}).get("waiting") or {}
         term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
         if term:
             exit_code = term.get("exitCode")
@@ -108,6 +113,8 @@ def pod_obs(pod: Mapping[str, Any]) -> PodObs:
         finished_at=finished,
         component=lbl.get(labels.COMPONENT),
         ip=status.get("podIP") or "",
+        waiting_reason=waiting.get("reason") or "",
+        waiting_message=(waiting.get("message") or "")[:500],
     )
 
 
