@@ -14,8 +14,8 @@ import sys
 from .cluster import read_tf_config
 from .config import JobSettings, SettingsError
 from .summary import termination_line
-from . import exitcodes
-from .errors import EXIT_OK, ConfigError, ContractFailure, TrainerError, report_failure, write_termination_log
+from . import exitcodes, logfilter
+from .errors import EXIT_OK, ConfigError, ContractFailure, TrainerError, one_line, report_failure, write_termination_log
 
 
 def _quiet_tensorflow() -> None:
@@ -28,6 +28,7 @@ def main() -> int:
     role = "trainer"
     progress = server = None
     failure: TrainerError | None = None
+    output: logfilter.StderrFilter | None = None
     try:
         task = read_tf_config()
         role = task.name
@@ -41,6 +42,7 @@ def main() -> int:
 
             return ps_worker.run(task)
 
+        output = logfilter.StderrFilter()  # TensorFlow's floods are rate-limited and scanned for known failures
         from . import contract as contract_mod
         from . import progress as progress_mod
 
@@ -68,6 +70,11 @@ def main() -> int:
         failure = TrainerError(f"internal error: {type(exc).__name__}: {exc}")
         failure.__cause__ = exc  # its traceback goes to the log and the termination message
     finally:
+        if output is not None:
+            output.close()
+            hint = output.hint(failure.reason) if failure is not None else ""
+            if hint and failure is not None:
+                failure.reason = one_line(f"{failure.reason}; {hint}", 1600)
         if failure is not None and progress is not None:
             progress.update(state="failed", message=failure.reason)
         if server is not None:

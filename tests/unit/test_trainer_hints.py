@@ -1,0 +1,70 @@
+"""The classic PS-training failures are recognised in a trainer's output, and floods of repeated lines
+are rate-limited in what the log keeps (TF-free: tfps_trainer.hints and tfps_trainer.logfilter)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from tfps_trainer.hints import Scanner, find
+from tfps_trainer.logfilter import RateLimiter, shape
+
+UNKNOWN_DEVICE = ("2026-12-03 12:00:01.{n:06d}: W tensorflow/core/framework/op_kernel.cc:1839] OP_REQUIRES failed at "
+                  "lookup_table_op.cc:{n}: INVALID_ARGUMENT: unknown device /job:chief/replica:0/task:0/device:CPU:0 "
+                  "(thread 0x7f{n:x})\n")
+
+
+def test_a_repeated_line_is_kept_burst_times_per_window_then_summed_up():
+    now = [0.0]
+    limiter = RateLimiter(burst=3, window=60, clock=lambda: now[0])
+    kept = []
+    for n in range(1000):
+        kept += limiter.feed(UNKNOWN_DEVICE.format(n=n))
+    kept += limiter.feed("tfps-trainer chief: checkpoint step 100\n")
+    assert len(kept) == 4 and kept[-1].startswith("tfps-trainer chief: checkpoint")
+    now[0] = 61.0
+    rolled = limiter.feed(UNKNOWN_DEVICE.format(n=5))
+    assert rolled[0].startswith("[tfps] 997 more line(s) like this one were not logged: ") and "unknown device" in rolled[0]
+    assert rolled[1] == UNKNOWN_DEVICE.format(n=5)  # a new window keeps a few again
+    assert limiter.close() == []
+    assert shape("step 17 at 0x7ffe") == shape("step 18 at 0x1a")
+
+
+def test_classic_failures_get_their_hint_the_cause_before_the_symptom():
+    scanner = Scanner()
+    scanner.feed("F tensorflow/core/platform/default/env.cc:74] Check failed: ret == 0 (11 vs. 0)Thread creation via "
+                 "pthread_create() failed.\n")
+    assert scanner.best().name == "ThreadsExhausted"
+    scanner.feed(UNKNOWN_DEVICE.format(n=1))
+    assert scanner.best().name == "OutsideScope"  # the cause wins over its symptom
+    assert "strategy.scope()" in scanner.best().hint and "build_model()" in scanner.best().hint
+    reason = ("internal error: ClosureInputError: Failed to fetch the input of a closure. unknown device "
+              "/job:chief/replica:0/task:0/device:CPU:0")
+    assert find(reason).name == "OutsideScope"
+    assert find("tfps-trainer chief: parameter server(s) ps/1 (127.0.0.1:2223) not reachable after 600s").name == \
+        "ParameterServerUnreachable"
+    assert find("checkpoint step 100 -> /tfps/ckpt-100") is None
+
+
+def test_a_flood_on_file_descriptor_2_reaches_the_log_rate_limited_with_its_hint(tmp_path):
+    """What TensorFlow's C++ code writes goes to fd 2 directly, past sys.stderr: the filter sits on the fd."""
+    script = textwrap.dedent(f"""
+        import os, sys
+        from tfps_trainer.logfilter import StderrFilter
+        out = StderrFilter()
+        line = {UNKNOWN_DEVICE!r}
+        for n in range(20000):
+            os.write(2, line.format(n=n).encode())
+        print("python-level line", file=sys.stderr)
+        out.close()
+        print("after: " + out.hint(), file=sys.stderr)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(lines) < 20, lines[:30]
+    assert sum("unknown device" in ln and not ln.startswith("[tfps]") for ln in lines) == 5
+    assert any(ln.startswith("[tfps] 19995 more line(s) like this one") for ln in lines), lines
+    assert "python-level line" in lines
+    assert lines[-1].startswith("after: hint: a resource used by the training step")

@@ -1,0 +1,66 @@
+"""The classic failures of TensorFlow parameter-server training, recognised in a process's output, each
+with a one-line hint that points to the cause (TF-free: the patterns are plain text).
+
+The first matching entry of :data:`HINTS` wins: they are ordered from cause to symptom (a resource
+created outside ``strategy.scope()`` produces "unknown device" errors by the thousand, then a thread
+exhaustion abort; the first is the one to fix).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Hint:
+    name: str
+    pattern: re.Pattern[str]
+    hint: str
+
+
+HINTS: tuple[Hint, ...] = (
+    Hint("OutsideScope",
+         re.compile(r"outside (of )?(the )?(strategy\.)?scope|created (within|under|in) the (strategy\.)?scope|"
+                    r"not created within the scope|ClosureInputError|unknown device", re.IGNORECASE),
+         "a resource used by the training step (a Keras preprocessing layer such as StringLookup or "
+         "Normalization, a lookup table, a variable) was created outside strategy.scope(), e.g. at module "
+         "level: create it in build_model() (run under the scope) or inside dataset()"),
+    Hint("ParameterServerUnreachable",
+         re.compile(r"/job:ps/replica:\d+/task:\d+.*(UNAVAILABLE|Socket closed|failed to connect)|"
+                    r"parameter server\(s\) .* not reachable", re.IGNORECASE),
+         "a parameter server cannot be reached: check that its pod runs, that its address in TF_CONFIG "
+         "resolves, and that no NetworkPolicy blocks the gRPC port"),
+    Hint("ThreadsExhausted",
+         re.compile(r"pthread_create\(\) failed|Resource temporarily unavailable.*thread|can't start new thread",
+                    re.IGNORECASE),
+         "the process ran out of threads: raise the pod's pids limit, or look for the first error above "
+         "(a flood of failing steps starts threads without end)"),
+)
+
+
+def find(text: str) -> Hint | None:
+    """The first hint whose pattern occurs in ``text``."""
+    return next((h for h in HINTS if h.pattern.search(text)), None)
+
+
+class Scanner:
+    """Remembers which hints the lines fed so far match (cheap enough for every line of a flood)."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def feed(self, line: str) -> None:
+        if len(self.seen) == len(HINTS):
+            return
+        for h in HINTS:
+            if h.name not in self.seen and h.pattern.search(line):
+                self.seen.add(h.name)
+
+    def best(self, extra: str = "") -> Hint | None:
+        """The highest-priority hint seen in the lines, or in ``extra`` (e.g. the failure's reason)."""
+        found = find(extra) if extra else None
+        for h in HINTS:
+            if h.name in self.seen or h is found:
+                return h
+        return None
