@@ -133,3 +133,24 @@ def test_sigterm_on_the_chief_saves_the_scheduled_steps_and_the_next_run_resumes
         log = cluster.log("chief", 0).read_text()
     assert f"resumed from checkpoint step {saved[0]}" in log
     assert checkpoint_steps(settings.paths.checkpoints)[-1] == saved[0] + 100
+
+
+def test_a_preprocessing_layer_built_outside_the_scope_ends_with_a_hint_and_a_readable_log(tmp_path: Path) -> None:
+    """The PS tutorial's pattern at module level: the layer's lookup table lives on the chief, the workers'
+    dataset cannot reach it ("unknown device", by the thousand). The run ends with the cause named."""
+    import os
+
+    models = Path(__file__).parent / "models"
+    settings = make_settings(tmp_path / "job", steps=2000, model_module="outside_scope_model")
+    env = {"PYTHONPATH": f"{models}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    with LocalCluster(tmp_path / "procs", settings, extra_env=env) as cluster:
+        cluster.start_all()
+        code = cluster.wait(timeout=240)
+        log = cluster.log("chief", 0).read_text(errors="replace")
+    lines = log.splitlines()
+    assert code != 0, log[-3000:]
+    assert "hint: a resource used by the training step" in lines[-1] and "strategy.scope()" in lines[-1], lines[-1]
+    device_lines = [ln for ln in lines if "unknown device" in ln and not ln.startswith("[tfps]")]
+    print(f"outside scope: exit {code}, chief log {len(lines)} lines, {len(device_lines)} 'unknown device' lines kept; "
+          f"last: {lines[-1][:300]}")
+    assert len(lines) < 400, f"{len(lines)} lines: the flood was not rate-limited"
