@@ -68,3 +68,10 @@ def test_a_flood_on_file_descriptor_2_reaches_the_log_rate_limited_with_its_hint
     assert any(ln.startswith("[tfps] 19995 more line(s) like this one") for ln in lines), lines
     assert "python-level line" in lines
     assert lines[-1].startswith("after: hint: a resource used by the training step")
+
+
+def test_a_flood_that_never_ends_becomes_fatal_once():
+    scanner = Scanner()
+    fatal = [scanner.feed(UNKNOWN_DEVICE.format(n=n)) for n in range(500)]
+    assert [i for i, h in enumerate(fatal) if h is not None] == [199]
+    assert scanner.fatal[0].name == "OutsideScope" and "unknown device" in scanner.fatal[1]

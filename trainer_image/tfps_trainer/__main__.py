@@ -9,6 +9,7 @@ line in the termination log and a distinct exit code (:mod:`tfps_trainer.errors`
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 from .cluster import read_tf_config
@@ -42,7 +43,9 @@ def main() -> int:
 
             return ps_worker.run(task)
 
-        output = logfilter.StderrFilter()  # TensorFlow's floods are rate-limited and scanned for known failures
+        # TensorFlow's floods are rate-limited and scanned for known failures; one that never ends (a resource
+        # outside strategy.scope()) interrupts the main thread, which then fails as the model's fault.
+        output = logfilter.StderrFilter(on_fatal=lambda: os.kill(os.getpid(), signal.SIGINT))
         from . import contract as contract_mod
         from . import progress as progress_mod
 
@@ -65,7 +68,11 @@ def main() -> int:
     except TrainerError as exc:
         failure = exc
     except KeyboardInterrupt:
-        failure = TrainerError("interrupted", exitcodes.INTERRUPTED)
+        fatal = output.scanner.fatal if output is not None else None
+        if fatal is not None:
+            failure = ContractFailure(f"training cannot proceed: {fatal[1][:400]}")
+        else:
+            failure = TrainerError("interrupted", exitcodes.INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - last resort: still one line and a termination message
         failure = TrainerError(f"internal error: {type(exc).__name__}: {exc}")
         failure.__cause__ = exc  # its traceback goes to the log and the termination message

@@ -17,6 +17,9 @@ class Hint:
     name: str
     pattern: re.Pattern[str]
     hint: str
+    fatal_after: int | None = None
+    """After this many matching lines the run cannot recover (TensorFlow retries the failing closures
+    without end): the process stops with a permanent error instead of flooding until it aborts."""
 
 
 HINTS: tuple[Hint, ...] = (
@@ -25,7 +28,7 @@ HINTS: tuple[Hint, ...] = (
                     r"not created within the scope|ClosureInputError|unknown device", re.IGNORECASE),
          "a resource used by the training step (a Keras preprocessing layer such as StringLookup or "
          "Normalization, a lookup table, a variable) was created outside strategy.scope(), e.g. at module "
-         "level: create it in build_model() (run under the scope) or inside dataset()"),
+         "level: create it in build_model() (run under the scope) or inside dataset()", fatal_after=200),
     Hint("ParameterServerUnreachable",
          re.compile(r"/job:ps/replica:\d+/task:\d+.*(UNAVAILABLE|Socket closed|failed to connect)|"
                     r"parameter server\(s\) .* not reachable", re.IGNORECASE),
@@ -49,13 +52,23 @@ class Scanner:
 
     def __init__(self) -> None:
         self.seen: set[str] = set()
+        self.counts: dict[str, int] = {}
+        self.fatal: tuple[Hint, str] | None = None
+        """The first hint whose ``fatal_after`` was reached, with its first matching line."""
+        self._first: dict[str, str] = {}
 
-    def feed(self, line: str) -> None:
-        if len(self.seen) == len(HINTS):
-            return
+    def feed(self, line: str) -> Hint | None:
+        """Scan one line; returns the hint that has just become fatal (once), else None."""
         for h in HINTS:
-            if h.name not in self.seen and h.pattern.search(line):
-                self.seen.add(h.name)
+            if (h.name in self.seen and h.fatal_after is None) or not h.pattern.search(line):
+                continue
+            self.seen.add(h.name)
+            self._first.setdefault(h.name, line.strip())
+            n = self.counts[h.name] = self.counts.get(h.name, 0) + 1
+            if h.fatal_after is not None and n == h.fatal_after and self.fatal is None:
+                self.fatal = (h, self._first[h.name])
+                return h
+        return None
 
     def best(self, extra: str = "") -> Hint | None:
         """The highest-priority hint seen in the lines, or in ``extra`` (e.g. the failure's reason)."""

@@ -65,8 +65,10 @@ class RateLimiter:
 class StderrFilter:
     """Rate-limits and scans everything written to fd 2 until :meth:`close`."""
 
-    def __init__(self, limiter: RateLimiter | None = None) -> None:
+    def __init__(self, limiter: RateLimiter | None = None, on_fatal: Callable[[], None] | None = None) -> None:
+        """``on_fatal`` is called (once, from the filter's thread) when a hint's ``fatal_after`` is reached."""
         self.limiter = limiter or RateLimiter()
+        self.on_fatal = on_fatal
         self.scanner = Scanner()
         self.kept = self.dropped = 0
         self._real = os.dup(2)
@@ -92,7 +94,8 @@ class StderrFilter:
                 *lines, pending = pending.split(b"\n")
                 for raw in lines:
                     text = raw.decode(errors="replace") + "\n"
-                    self.scanner.feed(text)
+                    if self.scanner.feed(text) is not None and self.on_fatal is not None:
+                        self.on_fatal()
                     out = self.limiter.feed(text)
                     self.dropped += 0 if text in out else 1
                     self._write(out)
