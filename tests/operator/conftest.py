@@ -32,6 +32,21 @@ def kube(k8s: Any, namespace: str, wait_until: Callable[..., Any], crd_installed
 
 
 @pytest.fixture
+def restricted_kube(make_namespace: Callable[..., str], k8s: Any, wait_until: Callable[..., Any],
+                    crd_installed: None) -> Iterator[Cluster]:
+    """A namespace that enforces PodSecurity ``restricted``, with a bound claim ``data``."""
+    ns = make_namespace(labels={"pod-security.kubernetes.io/enforce": "restricted",
+                                "pod-security.kubernetes.io/enforce-version": "latest"})
+    c = Cluster(k8s, ns, wait_until)
+    c.bound_claim("data")
+    yield c
+    try:
+        c.core.delete_persistent_volume(f"{ns}-data")
+    except Exception:  # noqa: BLE001 - best effort, cluster-scoped leftovers are only noise
+        pass
+
+
+@pytest.fixture
 def start_operator(kubeconfig: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., OperatorProcess]]:
     """``start_operator(namespace, **kw)``: a running operator; stopped (and its log shown on failure) at teardown."""
     procs: list[OperatorProcess] = []

@@ -271,21 +271,13 @@ def test_operator_killed_mid_job_restarts_without_duplicates_or_double_counting(
     assert all(p["metadata"]["labels"]["tfps.dev/restart"] == "1" for p in pods.values())
 
 
-def test_restricted_podsecurity_namespace_admits_the_pods(make_namespace, k8s, wait_until, crd_installed, start_operator):
-    from operator_harness import Cluster
-
-    ns = make_namespace(labels={"pod-security.kubernetes.io/enforce": "restricted",
-                                "pod-security.kubernetes.io/enforce-version": "latest"})
-    kube = Cluster(k8s, ns, wait_until)
-    kube.bound_claim("data")
-    try:
-        start_operator(ns)
-        kube.create_job(job_body("j"))
-        kube.wait_pods_running("j", TRAINERS)
-        kube.wait_phase("j", "Running")
-        assert kube.condition("j", "Created")["status"] == "True"
-    finally:
-        kube.core.delete_persistent_volume(f"{ns}-data")
+def test_restricted_podsecurity_namespace_admits_the_pods(restricted_kube, start_operator):
+    kube = restricted_kube
+    start_operator(kube.ns)
+    kube.create_job(job_body("j"))
+    kube.wait_pods_running("j", TRAINERS)
+    kube.wait_phase("j", "Running")
+    assert kube.condition("j", "Created")["status"] == "True"
 
 
 def test_quota_refusal_is_a_clear_condition_and_recovers_when_lifted(kube, start_operator):
