@@ -115,7 +115,7 @@ def test_killed_worker_is_recreated_alone(tmp_path):
     assert out.ok and out.restarts == 0, out.message
     assert s.children[Task("worker", 1)].starts == 2
     assert s.children[Task("ps", 0)].starts == 1 and s.children[Task("chief", 0)].starts == 1
-    assert any("worker failed (exit code 137)" in e for e in rec.events), rec.events
+    assert any("worker failed (exit code 137 (signal 9, retryable))" in e for e in rec.events), rec.events
 
 
 def test_killed_ps_restarts_cluster_from_checkpoint(tmp_path):
@@ -139,7 +139,7 @@ def test_backoff_limit_exceeded_shows_reason_and_log_tail(tmp_path):
     rec = Recorder()
     s, out = run(tmp_path, make_job(backoff=1), rec, env={"FAKE_FAIL_ROLE": "ps", "FAKE_FAIL_CODE": "7"})
     assert not out.ok and out.restarts == 1
-    assert out.message.startswith("BackoffLimitExceeded: ps failed (exit code 7)")
+    assert out.message.startswith("BackoffLimitExceeded: ps failed (exit code 7 (Infrastructure, retryable))")
     assert "ps-0 exited with code 7: ps told to fail" in out.message
     assert "ps-0.log" in out.message
     assert all(not c.running() for c in s.children.values())
@@ -147,9 +147,18 @@ def test_backoff_limit_exceeded_shows_reason_and_log_tail(tmp_path):
 
 def test_restart_policy_never_fails_the_job(tmp_path):
     rec = Recorder()
-    _, out = run(tmp_path, make_job(worker_policy="Never"), rec, env={"FAKE_FAIL_ROLE": "worker", "FAKE_FAIL_CODE": "3"})
+    _, out = run(tmp_path, make_job(worker_policy="Never"), rec, env={"FAKE_FAIL_ROLE": "worker", "FAKE_FAIL_CODE": "1"})
     assert not out.ok and out.restarts == 0
     assert "restartPolicy is Never" in out.message
+
+
+def test_a_permanent_exit_code_fails_at_once_under_on_failure(tmp_path):
+    """tfps run reads the operator's exit-code table: an invalid model (3) is not retried."""
+    rec = Recorder()
+    s, out = run(tmp_path, make_job(backoff=3), rec, env={"FAKE_FAIL_ROLE": "chief", "FAKE_FAIL_CODE": "3"})
+    assert not out.ok and out.restarts == 0, out.message
+    assert out.message.startswith("InvalidModel: chief failed (exit code 3 (InvalidModel, permanent)); a permanent error")
+    assert s.children[Task("chief", 0)].starts == 1
 
 
 def test_active_deadline(tmp_path):

@@ -24,7 +24,7 @@ whole-job restart the older pods are *stale*: they are deleted and replaced, nev
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -54,8 +54,7 @@ SUSPENDABLE = (*TRAINING, "Exporting")
 class _Ctx:
     """One reconciliation: the inputs plus the plan being built."""
 
-    def __init__(self, job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, now: datetime, cfg: BuildConfig,
-                 ):
+    def __init__(self, job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, now: datetime, cfg: BuildConfig):
         self.job, self.obs, self.now, self.cfg = job, obs, now, cfg
         self.gen = job.metadata.generation
         st = status.model_copy(deep=True)
