@@ -372,7 +372,7 @@ class VolumeClaimTemplate(_Model):
     """A PVC the operator creates for the job (owned by it, deleted with it)."""
 
     model_config = ConfigDict(json_schema_extra=_rules(
-        cel("quantity(self.size).sign() == 1", "must be greater than zero", ".size"),
+        cel("quantity(self.size).isGreaterThan(quantity('0'))", "must be greater than zero", ".size"),
     ))
 
     storage_class_name: str | None = Field(default=None, max_length=253, description="StorageClass; the cluster default when unset.")
@@ -508,9 +508,7 @@ def _mount_rule(role: str) -> dict[str, str]:
     reserved = "[self.storage.mountPath, self.storage.mountPath + '/', '/', '/tmp', '/tmp/']"
     return cel(f"!has({t}) || !has({t}.spec) || !has({mounts}) || {mounts}.all(m, !(m.mountPath in {reserved}))",
                "must not mount over /, /tmp or spec.storage.mountPath (the operator's own mounts)",
-               f".replicas.{role}.template.spec.volumeMounts",
-               f"{mounts}.filter(m, m.mountPath in {reserved}).map(m, 'mountPath ' + m.mountPath + ' (volume ' + m.name "
-               f"+ '): must not mount over /, /tmp or spec.storage.mountPath, the operator\\'s own mounts')[0]")
+               f".replicas.{role}.template.spec.volumeMounts")
 
 
 class PSTrainingJobSpec(_Model):
