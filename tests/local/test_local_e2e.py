@@ -97,7 +97,7 @@ def test_killed_worker_is_recreated_and_run_succeeds(tmp_path):
     finally:
         runner.kill()
     assert runner.returncode == 0, out + err
-    assert "worker failed (exit code 137); recreating it" in out
+    assert "worker failed (exit code 137 (signal 9, retryable)); recreating it" in out
     assert start_count(root / "logs" / "worker-1.log") == 2
     assert start_count(root / "logs" / "chief-0.log") == 1, "a worker failure does not restart the chief"
     # ≥: a step closure interrupted by the worker's death is re-run by the coordinator (at-least-once)
@@ -116,7 +116,7 @@ def test_killed_ps_restarts_from_checkpoint(tmp_path):
     finally:
         runner.kill()
     assert runner.returncode == 0, out + err
-    assert "ps failed (exit code 137); restarting the job from the latest checkpoint (1/3)" in out
+    assert "ps failed (exit code 137 (signal 9, retryable)); restarting the job from the latest checkpoint (1/3)" in out
     resumed = [int(ln.rsplit(" ", 1)[1]) for ln in out.splitlines() if "resumed from checkpoint step" in ln]
     assert resumed and resumed[0] >= kill_at > 0, out  # the global step continues from the checkpoint
     assert start_count(root / "logs" / "chief-0.log") == 2

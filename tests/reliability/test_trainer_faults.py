@@ -54,7 +54,7 @@ def test_workers_killed_repeatedly_the_run_completes_at_the_target_step(tmp_path
         run.stop()
     out = run.output
     assert rc == 0, out[-3000:]
-    assert out.count("worker failed (exit code 137); recreating it") == len(kills), out
+    assert out.count("worker failed (exit code 137 (signal 9, retryable)); recreating it") == len(kills), out
     assert len(run.chief_starts()) == 1, "a worker loss never restarts the job"
     assert seen == sorted(seen), "the chief's global step went backwards"
     assert f"completed step {steps}/{steps}" in out
