@@ -12,10 +12,10 @@ import os
 import signal
 import sys
 
+from . import exitcodes, logfilter
 from .cluster import read_tf_config
 from .config import JobSettings, SettingsError
 from .summary import termination_line
-from . import exitcodes, logfilter
 from .errors import EXIT_OK, ConfigError, ContractFailure, TrainerError, one_line, report_failure, write_termination_log
 
 
