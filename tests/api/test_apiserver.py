@@ -94,7 +94,7 @@ def test_minimal_job_gets_every_default(objs: Any, api_namespace: str) -> None:
     doc = base_job("minimal")
     stored = _create(objs, api_namespace, doc)
     assert stored["spec"] == validate_job(doc).to_wire()["spec"]
-    assert stored["spec"]["replicas"]["evaluator"] == {"replicas": 0, "restartPolicy": "OnFailure"}
+    assert stored["spec"]["replicas"]["evaluator"] == {"replicas": 0, "restartPolicy": "OnFailure", "recreateLimit": 10}
     assert stored["spec"]["storage"]["volumeClaimTemplate"] == {"accessModes": ["ReadWriteMany"], "size": "10Gi"}
     assert stored["spec"]["training"]["checkpoint"] == {"everySteps": 100, "keep": 3}
 
@@ -204,7 +204,7 @@ def test_printer_columns_short_names_and_category(objs: Any, kubectl: Any, api_n
         out = kubectl("get", resource, "-n", api_namespace, name if resource != "tfps" else "-o=wide").stdout
         assert name in out, (resource, out)
     lines = kubectl("get", "psjob", name, "-n", api_namespace).stdout.splitlines()
-    assert lines[0].split() == ["NAME", "PHASE", "STEP", "WORKERS", "AGE"]
+    assert lines[0].split() == ["NAME", "PHASE", "STEP", "WORKERS", "REASON", "AGE"]
     assert lines[1].split()[:4] == [name, "Running", "200", "2/2"]
 
 
