@@ -34,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--workdir", default=None, help="plays the job volume: files go under WORKDIR/<namespace>/<job>/ (default: ./tfps-work)")
     run.add_argument("--steps", type=int, default=None, help="override spec.training.steps")
     run.add_argument("--no-export", action="store_true", help="train only")
+    run.add_argument("--code", default=None, metavar="DIR",
+                     help="the job's code (what spec.model.source ships on a cluster): every process runs in DIR, "
+                          "with DIR first on PYTHONPATH")
 
     check = sub.add_parser("check", help="convert and verify a job's model with fresh weights: what will export, what will fail")
     check.add_argument("file", help="PSTrainingJob YAML")

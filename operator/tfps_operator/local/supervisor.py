@@ -76,6 +76,8 @@ class LocalJob:
         reserved = ("TF_CONFIG", SETTINGS_ENV, TERMINATION_LOG_ENV, "TFPS_PROGRESS_PORT")
         env = {k: v for k, v in os.environ.items() if k not in reserved}
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # `python` in a script-mode command is this interpreter, as it is the image's in a pod
+        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")  # several TF processes may share one GPU
         env[PROGRESS_HOST_ENV] = HOST
         return env
