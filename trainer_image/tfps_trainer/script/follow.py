@@ -20,8 +20,9 @@ _LATEST = re.compile(r'^model_checkpoint_path:\s*"((?:[^"\\]|\\.)*)"\s*$', re.M)
 _SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 STEP_NAMES = ("step", "global_step")
 """Variables that hold the global step, in order of preference (at the top level or under any object)."""
-ITERATION_NAMES = ("iter", "iterations")
-"""An optimizer's update counter (tf_keras: ``iter``, Keras 3: ``iterations``): the step when no step variable exists."""
+ITERATION_NAMES = ("iter", "_iterations", "iterations")
+"""An optimizer's update counter (tf_keras: ``iter``, Keras 3: ``_iterations``): the step when no step
+variable exists."""
 
 
 def latest_prefix(directory: str) -> str | None:
@@ -76,18 +77,21 @@ class CheckpointFollower:
         self.last_prefix: str | None = None
         self.latest: CheckpointInfo | None = None
         self.notes: list[str] = []
+        self._unreadable: set[str] = set()
 
     def poll(self) -> CheckpointInfo | None:
         """The latest checkpoint if it is new since the last call (None otherwise)."""
         prefix = latest_prefix(self.directory)
         if prefix is None or prefix == self.last_prefix:
             return None
-        self.last_prefix = prefix
         try:
             found = checkpoint_step(prefix)
-        except Exception as exc:  # noqa: BLE001 - a checkpoint being replaced, or not a TF checkpoint
-            self.notes.append(f"cannot read checkpoint {prefix}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
-            return None
+        except Exception as exc:  # noqa: BLE001 - deleted meanwhile (max_to_keep), or not a TF checkpoint
+            if os.path.exists(prefix + ".index") and prefix not in self._unreadable:
+                self._unreadable.add(prefix)
+                self.notes.append(f"cannot read checkpoint {prefix}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+            return None  # tried again on the next poll: the state file may name a newer one by then
+        self.last_prefix = prefix
         if found is None:
             self.notes.append(f"checkpoint {prefix} has no step variable ({', '.join(STEP_NAMES + ITERATION_NAMES)}); "
                               "its step is unknown: checkpoint a tf.Variable named step, or the optimizer")

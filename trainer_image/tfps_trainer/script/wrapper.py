@@ -77,6 +77,10 @@ class _ChiefWatch(threading.Thread):
         self._noted = 0
 
     def run(self) -> None:
+        # Reading a checkpoint needs TensorFlow; importing it takes seconds, so it starts now rather
+        # than on the first checkpoint (which could be gone, or superseded, by then).
+        import tensorflow  # noqa: F401
+
         while not self.stopped.wait(POLL_SECONDS):
             self.once()
 
