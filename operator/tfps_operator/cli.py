@@ -5,6 +5,7 @@
     tfps check      export pre-flight of a job file, before training (tfps_operator.local.check)
     tfps crd        print the generated CRD (tfps_operator.api.crd)
     tfps validate   check job files client-side (tfps_operator.api.validate)
+    tfps convert    a Kubeflow TFJob as a PSTrainingJob in script mode (tfps_operator.convert)
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ def _parser() -> argparse.ArgumentParser:
 
     val = sub.add_parser("validate", help="validate PSTrainingJob files with the same rules as the API server")
     val.add_argument("files", nargs="+", help="YAML files (may hold several documents)")
+
+    conv = sub.add_parser("convert", help="print the PSTrainingJob (script mode) equivalent of a Kubeflow TFJob")
+    conv.add_argument("file", help="TFJob YAML (kubeflow.org/v1)")
+    conv.add_argument("--strict", action="store_true", help="exit 1 when any field could not be carried over")
     return p
 
 
@@ -71,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .api.validate import main as validate
 
         return validate(args)
+    if args.command == "convert":
+        from .convert import main as convert
+
+        return convert(args)
     raise AssertionError(args.command)
 
 
