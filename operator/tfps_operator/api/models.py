@@ -326,6 +326,17 @@ class Replicas(_Model):
     evaluator: ReplicaSpec = Field(default_factory=lambda: ReplicaSpec(replicas=0), description="Optional side-car evaluator (0 or 1); it evaluates every new checkpoint.")
 
 
+class CodeItem(_Model):
+    """One file of the code: ConfigMap key -> relative path (as in a configMap volume's items)."""
+
+    key: str = Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")
+    path: str = Field(min_length=1, max_length=1024, pattern=r"^[^/]", description="Relative path, without '..'.")
+
+    model_config = ConfigDict(json_schema_extra=_rules(
+        cel("!self.path.split('/').exists(p, p == '..')", "must not contain '..'", ".path"),
+    ))
+
+
 class CodeSource(_Model):
     """Code shipped without an image build: the files of a ConfigMap (each key a file), mounted
     read-only at ``/tfps-code`` in every replica and in the export Job, which also run from there
@@ -333,6 +344,9 @@ class CodeSource(_Model):
 
     config_map: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
                             description="Name of a ConfigMap in the job's namespace.")
+    items: list[CodeItem] | None = Field(default=None, max_length=4096, description=(
+        "Where each key goes under /tfps-code (a ConfigMap key cannot hold '/'); every key at its own name "
+        "when unset. tfps submit --code fills it in."))
 
 
 PROGRAM_ITEM_MAX = 4096
