@@ -5,6 +5,7 @@
     tfps check      export pre-flight of a job file, before training (tfps_operator.local.check)
     tfps crd        print the generated CRD (tfps_operator.api.crd)
     tfps validate   check job files client-side (tfps_operator.api.validate)
+    tfps submit     apply a job file to the cluster, with --code DIR as a ConfigMap (tfps_operator.submit)
     tfps convert    a Kubeflow TFJob as a PSTrainingJob in script mode (tfps_operator.convert)
 """
 
@@ -48,6 +49,11 @@ def _parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="validate PSTrainingJob files with the same rules as the API server")
     val.add_argument("files", nargs="+", help="YAML files (may hold several documents)")
 
+    subm = sub.add_parser("submit", help="apply a PSTrainingJob to the cluster ($KUBECONFIG), its code from --code DIR")
+    subm.add_argument("file", help="PSTrainingJob YAML")
+    subm.add_argument("--code", default=None, metavar="DIR",
+                      help="pack DIR into a ConfigMap owned by the job (spec.model.source): on PYTHONPATH, the working directory")
+
     conv = sub.add_parser("convert", help="print the PSTrainingJob (script mode) equivalent of a Kubeflow TFJob")
     conv.add_argument("file", help="TFJob YAML (kubeflow.org/v1)")
     conv.add_argument("--strict", action="store_true", help="exit 1 when any field could not be carried over")
@@ -76,6 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .api.validate import main as validate
 
         return validate(args)
+    if args.command == "submit":
+        from .submit import main as submit
+
+        return submit(args)
     if args.command == "convert":
         from .convert import main as convert
 
