@@ -52,7 +52,9 @@ def test_pod_template_fields_land_in_the_pod_and_the_token_stays_unmounted():
                                                      "worker": {"replicas": 1}})
     ps = trainer_pod(job, "ps", 0, CFG)["spec"]
     assert ps["serviceAccountName"] == "gcs-reader" and ps["automountServiceAccountToken"] is False
-    assert ps["initContainers"] == tmpl["spec"]["initContainers"]
+    (init,) = ps["initContainers"]
+    assert {k: v for k, v in init.items() if k != "securityContext"} == tmpl["spec"]["initContainers"][0]
+    assert init["securityContext"] == ps["containers"][0]["securityContext"], "restricted defaults, as the trainer's"
     assert ps["topologySpreadConstraints"] == tmpl["spec"]["topologySpreadConstraints"]
     assert ps["containers"][0]["image"] == "reg/ps:2"
     assert trainer_pod(job, "worker", 0, CFG)["spec"]["containers"][0]["image"] == "reg/train:1"

@@ -164,7 +164,12 @@ def pod_spec(
             if n in names_seen:
                 raise BuildError(f"{where}.initContainers[{i}].name: {n!r} is already used in the pod")
             names_seen.add(n)
-        spec["initContainers"] = copy.deepcopy(o.init_containers)
+        # the same restricted defaults as the trainer container; the init container's own securityContext
+        # wins key by key, as the template's does for the trainer
+        spec["initContainers"] = [
+            {**copy.deepcopy(init), "securityContext": {**container_security_context(), **copy.deepcopy(init.get("securityContext") or {})}}
+            for init in o.init_containers
+        ]
 
     if o.env:
         _check_user_env(o.env, where)
