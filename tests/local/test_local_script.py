@@ -8,6 +8,7 @@ count; programs that fail at once, or do not exist, fail the run with their own 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,23 @@ def test_command_that_does_not_exist_is_named(tmp_path: Path) -> None:
     assert res.returncode == 1, res.stdout + res.stderr
     assert "cannot start program no-such-program-tfps --flag: No such file or directory" in res.stderr, res.stderr
     assert "exit code 127" in res.stderr
+
+
+def test_a_contract_module_may_do_the_export_of_a_script_mode_job(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    shutil.copy(SEED / "train.py", code / "train.py")
+    shutil.copy(SCRIPTS / "seed_contract.py", code / "seed_contract.py")
+    doc = yaml.safe_load((SEED / "job.yaml").read_text())
+    doc["spec"]["model"]["module"] = "seed_contract"
+    doc["spec"]["model"]["command"][3] = "1"  # one epoch of 50 steps
+    doc["spec"]["training"]["steps"] = 50
+    doc["spec"]["export"]["formats"] = ["savedmodel", "onnx"]
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(doc))
+    res = tfps_run(job, tmp_path / "work", "--code", str(code))
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    manifest = json.loads((tmp_path / "work" / "default" / "seed" / "exports" / "50" / "manifest.json").read_text())
+    assert manifest["model"] == "seed_contract" and "source" not in manifest
+    assert manifest["checkpoint"] == {"step": 50, "path": "checkpoints/ckpt-50"}
+    assert manifest["samples"]["origin"] == "dataset"
