@@ -17,10 +17,11 @@ from typing import Any
 
 import yaml
 
+from tfps_trainer.config import JobSettings
+
 from ..api.models import PSTrainingJob
 from ..api.validate import JobValidationError, validate_job
 from ..build.jobsettings import job_settings
-from tfps_trainer.config import JobSettings
 from .export import ExportOutcome, artifact_rows, notes_lines, run_export
 from .progress import Display, Status, make_display
 from .supervisor import LocalJob, Supervisor
@@ -98,7 +99,7 @@ def describe(settings: JobSettings) -> str:
     steps = f"{settings.steps} steps of " if settings.steps else ""
     if settings.script is not None:
         prog = " ".join(settings.script.programs.get("chief", ()))
-        return f"{steps or ''}the program {prog!r}" + (f" (export: {settings.model_module})" if settings.model_module else "")
+        return f"{steps}the program {prog!r}" + (f" (export: {settings.model_module})" if settings.model_module else "")
     return f"{steps}{settings.model_module}"
 
 
