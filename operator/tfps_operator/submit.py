@@ -84,8 +84,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"tfps submit: {exc}", file=sys.stderr)
         return EXIT_INVALID
 
-    def login() -> Any:
-        return kopf.login_with_kubeconfig()
+    settings = kopf.OperatorSettings()
+
+    def login() -> Any:  # $KUBECONFIG (or ~/.kube/config), read by Kopf's own reader
+        return kopf.login_with_kubeconfig(settings=settings)
 
     try:
         print(asyncio.run(submit(doc, args.code, login)))

@@ -326,15 +326,16 @@ class Replicas(_Model):
     evaluator: ReplicaSpec = Field(default_factory=lambda: ReplicaSpec(replicas=0), description="Optional side-car evaluator (0 or 1); it evaluates every new checkpoint.")
 
 
+_PATH_SEGMENT = r"([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+|\.)"
+"""One component of a relative path that is not empty and not ``..`` (a pattern, not CEL: cheap to admit)."""
+
+
 class CodeItem(_Model):
     """One file of the code: ConfigMap key -> relative path (as in a configMap volume's items)."""
 
     key: str = Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")
-    path: str = Field(min_length=1, max_length=1024, pattern=r"^[^/]", description="Relative path, without '..'.")
-
-    model_config = ConfigDict(json_schema_extra=_rules(
-        cel("!self.path.split('/').exists(p, p == '..')", "must not contain '..'", ".path"),
-    ))
+    path: str = Field(min_length=1, max_length=1024, pattern=rf"^{_PATH_SEGMENT}(/{_PATH_SEGMENT})*$",
+                      description="Relative path: no leading '/', no empty or '..' component.")
 
 
 class CodeSource(_Model):
