@@ -304,8 +304,9 @@ class ReplicaSpec(_Model):
 
 
 def _template_program_rule(role: str) -> dict[str, str]:
-    t = f"self.replicas.{role}.template.spec"
-    return cel(f"has(self.model.command) || !has({t}) || (!has({t}.command) && !has({t}.args))",
+    r = f"self.replicas.{role}"
+    t = f"{r}.template.spec"
+    return cel(f"has(self.model.command) || !has({r}.template) || !has({t}) || (!has({t}.command) && !has({t}.args))",
                "command and args are for script mode: set spec.model.command", f".replicas.{role}.template.spec.command")
 
 
