@@ -5,6 +5,8 @@
     tfps check      export pre-flight of a job file, before training (tfps_operator.local.check)
     tfps crd        print the generated CRD (tfps_operator.api.crd)
     tfps validate   check job files client-side (tfps_operator.api.validate)
+    tfps submit     apply a job file to the cluster, with --code DIR as a ConfigMap (tfps_operator.submit)
+    tfps convert    a Kubeflow TFJob as a PSTrainingJob in script mode (tfps_operator.convert)
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--workdir", default=None, help="plays the job volume: files go under WORKDIR/<namespace>/<job>/ (default: ./tfps-work)")
     run.add_argument("--steps", type=int, default=None, help="override spec.training.steps")
     run.add_argument("--no-export", action="store_true", help="train only")
+    run.add_argument("--code", default=None, metavar="DIR",
+                     help="the job's code (what spec.model.source ships on a cluster): every process runs in DIR, "
+                          "with DIR first on PYTHONPATH")
 
     check = sub.add_parser("check", help="convert and verify a job's model with fresh weights: what will export, what will fail")
     check.add_argument("file", help="PSTrainingJob YAML")
@@ -43,6 +48,15 @@ def _parser() -> argparse.ArgumentParser:
 
     val = sub.add_parser("validate", help="validate PSTrainingJob files with the same rules as the API server")
     val.add_argument("files", nargs="+", help="YAML files (may hold several documents)")
+
+    subm = sub.add_parser("submit", help="apply a PSTrainingJob to the cluster ($KUBECONFIG), its code from --code DIR")
+    subm.add_argument("file", help="PSTrainingJob YAML")
+    subm.add_argument("--code", default=None, metavar="DIR",
+                      help="pack DIR into a ConfigMap owned by the job (spec.model.source): on PYTHONPATH, the working directory")
+
+    conv = sub.add_parser("convert", help="print the PSTrainingJob (script mode) equivalent of a Kubeflow TFJob")
+    conv.add_argument("file", help="TFJob YAML (kubeflow.org/v1)")
+    conv.add_argument("--strict", action="store_true", help="exit 1 when any field could not be carried over")
     return p
 
 
@@ -68,6 +82,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .api.validate import main as validate
 
         return validate(args)
+    if args.command == "submit":
+        from .submit import main as submit
+
+        return submit(args)
+    if args.command == "convert":
+        from .convert import main as convert
+
+        return convert(args)
     raise AssertionError(args.command)
 
 

@@ -46,7 +46,7 @@ def test_messages_read_like_the_api_servers() -> None:
 
     assert errors("no-ps") == ["spec.replicas.ps.replicas: must be ≥ 1: a job needs a parameter server"]
     assert errors("steps-zero") == ["spec.training.steps: must be ≥ 1"]
-    assert errors("missing-model-module") == ["spec.model.module: Required value"]
+    assert errors("missing-model-module") == ["spec.model: set module (a contract module) or command (your own program)"]
     assert errors("unknown-spec-field") == ["spec.foo: unknown field"]
     assert errors("clean-pod-policy") == ["spec.runPolicy.cleanPodPolicy: must be one of 'All', 'Running' or 'None'"]
 

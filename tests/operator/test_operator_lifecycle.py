@@ -364,3 +364,51 @@ def test_a_child_name_taken_by_someone_else_is_reported_not_stolen(kube, operato
     job = kube.job("j")
     assert job["metadata"].get("annotations") is None or not [
         a for a in job["metadata"]["annotations"] if a.startswith("kopf.")]
+
+
+def test_script_mode_job_in_a_restricted_namespace_with_the_pod_template_fields(make_namespace, k8s, wait_until,
+                                                                                crd_installed, start_operator):
+    """A script-mode job: no pre-flight (its model exists only after training), pods admitted under PodSecurity
+    restricted with a service account (no token), an init container, a spread constraint and a per-replica
+    image; the chief's summary puts the program's final checkpoint into the status, then the export runs."""
+    from operator_harness import Cluster
+
+    ns = make_namespace(labels={"pod-security.kubernetes.io/enforce": "restricted",
+                                "pod-security.kubernetes.io/enforce-version": "latest"})
+    kube = Cluster(k8s, ns, wait_until)
+    kube.bound_claim("data")
+    kube.core.create_namespaced_service_account(ns, {"metadata": {"name": "gcs-reader"}})
+    template = {**KWOK_HANDS_OFF, "spec": {
+        "serviceAccountName": "gcs-reader",
+        "initContainers": [{"name": "fetch", "image": "busybox:1", "command": ["true"]}],
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                       "whenUnsatisfiable": "ScheduleAnyway",
+                                       "labelSelector": {"matchLabels": {"tfps.dev/job-name": "j"}}}]}}
+    body = job_body("j", export=True, chief_template=template, export_spec={"preflight": True})
+    body["spec"]["model"] = {"command": ["python", "train.py", "--model-dir", "$(TFPS_MODEL_DIR)"]}
+    body["spec"]["training"] = {}
+    body["spec"]["replicas"]["ps"]["image"] = "registry.example/ps:2"
+    try:
+        start_operator(ns)
+        kube.create_job(body)
+        # admitted (created) is what this test is about; kwok's stages need not run them
+        pods = kube.wait_until(lambda: len(p := kube.trainer_pods("j")) == 4 and p, timeout=60,
+                               what="the 4 trainer pods admitted")
+        chief = pods["j-chief-0"]
+        assert not any(j.metadata.name == "j-preflight" for j in kube.batch.list_namespaced_job(ns).items)
+        spec = chief["spec"]
+        assert spec["serviceAccountName"] == "gcs-reader" and spec["automountServiceAccountToken"] is False
+        assert not [m for c in spec["containers"] for m in c.get("volumeMounts", []) if "serviceaccount" in m["mountPath"]]
+        assert spec["initContainers"][0]["name"] == "fetch"
+        assert spec["initContainers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
+        assert spec["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
+        assert pods["j-ps-0"]["spec"]["containers"][0]["image"] == "registry.example/ps:2"
+        settings = json.loads(env_of(chief)["TFPS_JOB"])
+        assert settings["script"]["programs"]["chief"] == ["python", "train.py", "--model-dir", "$(TFPS_MODEL_DIR)"]
+        kube.finish_pod("j-chief-0", "Succeeded", 0,
+                        f"tfps-trainer chief/0: completed step 150/150; final checkpoint /data/{ns}/j/checkpoints/ckpt-150")
+        st = kube.wait_until(lambda: (s := kube.status("j")).get("phase") == "Exporting" and s, timeout=30,
+                             what="Exporting")
+        assert st["checkpoint"]["step"] == 150 and st["checkpoint"]["path"].endswith("ckpt-150")
+    finally:
+        kube.core.delete_persistent_volume(f"{ns}-data")

@@ -101,13 +101,14 @@ def any_resources(draw: st.DrawFn) -> dict[str, Any]:
 @st.composite
 def templates(draw: st.DrawFn) -> dict[str, Any] | None:
     """A replica template that stays inside what PodSecurity ``restricted`` admits (no security overrides
-    that loosen it) — user labels may try to shadow the operator's own labels."""
+    that loosen it) — user labels may try to shadow the operator's own labels (those under tfps.dev/ the
+    schema refuses; app.kubernetes.io/managed-by the builder overrides)."""
     if not draw(st.booleans()):
         return None
     meta: dict[str, Any] = {}
     if draw(st.booleans()):
         meta["labels"] = draw(st.dictionaries(
-            st.sampled_from(["team", "tfps.dev/job-name", "app.kubernetes.io/managed-by", "tfps.dev/replica-type", "x"]),
+            st.sampled_from(["team", "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of", "x"]),
             label_values, max_size=3))
     if draw(st.booleans()):
         meta["annotations"] = draw(st.dictionaries(st.sampled_from(["note", "sidecar.istio.io/inject"]), label_values,

@@ -38,6 +38,12 @@ def main() -> int:
         except SettingsError as exc:
             raise ConfigError(str(exc)) from None
         _quiet_tensorflow()
+        if settings.script is not None:
+            from .script import wrapper
+
+            return wrapper.run(task, settings)
+        if settings.model_module is None or settings.steps is None:
+            raise ConfigError("TFPS_JOB: model_module and steps are required without a script (model_module/steps unset)")
         if task.task_type in ("ps", "worker"):
             from . import server as ps_worker
 

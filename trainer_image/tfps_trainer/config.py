@@ -92,13 +92,30 @@ class Paths(_Frozen):
     def tensorboard(self) -> str:
         return str(PurePosixPath(self.root) / "tensorboard")
 
+    @property
+    def model(self) -> str:
+        """Script mode: where the program saves its model for the export (``TFPS_MODEL_DIR``)."""
+        return str(PurePosixPath(self.root) / "model")
+
+
+class ScriptSettings(_Frozen):
+    """Script mode: the program each role runs (wrapped by :mod:`tfps_trainer.script`)."""
+
+    programs: dict[str, tuple[str, ...]] = Field(min_length=1)
+    """Role (chief, ps, worker, evaluator) -> argv, before ``$(VAR)`` expansion."""
+
 
 class JobSettings(_Frozen):
     job_name: str
     namespace: str = "default"
-    model_module: str
+    model_module: str | None = None
+    """The contract module; in script mode optional (then it serves only the export)."""
     model_args: dict[str, Any] = Field(default_factory=dict)
-    steps: int = Field(ge=1)
+    script: ScriptSettings | None = None
+    code_dir: str | None = None
+    """Where the job's code (``spec.model.source``) is: the working directory, first on PYTHONPATH."""
+    steps: int | None = Field(default=None, ge=1)
+    """Target step; None only in script mode (the program decides)."""
     batch_size: int = Field(ge=1)
     checkpoint: CheckpointSettings = CheckpointSettings()
     check_numerics: bool = False

@@ -11,6 +11,9 @@ policy and by the local runner (which read them). Every code has a *kind*:
 * ``unknown``: an unexpected error (a bug or an unforeseen condition). ``OnFailure`` retries it
   (bounded by ``backoffLimit``), ``ExitCode`` treats it as permanent (as Kubeflow does with 1-127).
 
+In script mode the user's program's own exit code is reported and read through this same table (a
+program killed by signal N: 128 + N), so a program can ask for a retry with 5, 6 or 7.
+
 A *preempted* exit (``PREEMPTED``, or a pod that vanished: evicted, drained, deleted) restarts the
 job without counting against ``runPolicy.backoffLimit``: nothing about the job was wrong.
 """
@@ -30,6 +33,8 @@ NUMERICS = 4
 LOST_CLUSTER = 5
 PREEMPTED = 6
 INFRASTRUCTURE = 7
+PROGRAM_NOT_FOUND = 127
+"""Script mode: the program could not be started (no such file, not executable), as a shell reports it."""
 INTERRUPTED = 130
 SIGNAL_BASE = 128
 """A process killed by signal N exits 128 + N (137: SIGKILL, the OOM killer; 143: SIGTERM unhandled)."""
@@ -55,6 +60,8 @@ TABLE: tuple[ExitCode, ...] = (
     ExitCode(PREEMPTED, "Preempted", "retryable",
              "stopped by SIGTERM (preemption, drain, suspend, deletion) after saving a checkpoint of the last step"),
     ExitCode(INFRASTRUCTURE, "Infrastructure", "retryable", "the environment failed: checkpoint storage not writable"),
+    ExitCode(PROGRAM_NOT_FOUND, "ProgramNotFound", "permanent",
+             "script mode: the program could not be started (no such file, not executable)"),
     ExitCode(INTERRUPTED, "Interrupted", "retryable", "interrupted (SIGINT)"),
 )
 BY_CODE: dict[int, ExitCode] = {e.code: e for e in TABLE}

@@ -1,4 +1,5 @@
-"""TensorBoard scalars without the ``tensorboard`` package (it is not in the trainer image).
+"""TensorBoard scalars without the ``tensorboard`` package (the trainer's own loop does not need it;
+script-mode programs get it in the image for their ``tf.summary`` / TensorBoard callback).
 
 ``tf.summary.scalar`` needs the tensorboard package; the raw ``tf.summary.write`` op with the
 ``scalars`` plugin metadata produces the same event records that TensorBoard reads.

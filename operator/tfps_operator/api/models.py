@@ -211,7 +211,13 @@ class ResourceRequirements(_Model):
 
 
 class ObjectMetaOverride(_Model):
-    """Labels and annotations added to every pod of a replica type."""
+    """Labels and annotations added to every pod of a replica type. Keys under ``tfps.dev/`` are the
+    operator's (it finds and counts its pods by them)."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(
+        cel("!has(self.labels) || self.labels.all(k, !k.startsWith('tfps.dev/'))",
+            "labels under tfps.dev/ are reserved for the operator", ".labels"),
+    ))
 
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
@@ -250,15 +256,18 @@ MAX_VOLUME_MOUNTS = 64
 
 class PodSpecOverride(_Model):
     """Pod settings merged into the pods the operator builds. The operator keeps its own hardening
-    defaults unless a field here overrides them; it always sets the container command, TF_CONFIG and
-    the job's storage mount itself. Free-form fields (tolerations, affinity, volumes...) are checked
-    by the API server (a dry-run of every pod) before any pod of a run is created; a refused template
-    fails the job as InvalidSpec with the server's message, and nothing is created. Mounts over /, /tmp
-    or the storage mountPath are refused here."""
+    defaults unless a field here overrides them; it always sets the container's entrypoint (the
+    trainer, which runs ``command``/``args`` in script mode), TF_CONFIG, the ports, the labels and the
+    job's storage mount itself. Free-form fields (tolerations, affinity, volumes...) are checked by the
+    API server (a dry-run of every pod) before any pod of a run is created; a refused template fails
+    the job as InvalidSpec with the server's message, and nothing is created. Mounts over /, /tmp or
+    the storage mountPath are refused here."""
 
     model_config = ConfigDict(json_schema_extra=_rules(
         cel("!has(self.env) || self.env.all(e, e.name != 'TF_CONFIG' && !e.name.startsWith('TFPS_'))",
             "TF_CONFIG and TFPS_* environment variables are reserved for the operator", ".env"),
+        cel("!has(self.initContainers) || self.initContainers.all(c, has(c.name) && c.name != 'trainer')",
+            "every init container needs a name other than trainer (the operator's container)", ".initContainers"),
     ))
 
     node_selector: dict[str, str] | None = Field(default=None, description="Pod nodeSelector.")
@@ -273,6 +282,24 @@ class PodSpecOverride(_Model):
     security_context: dict[str, Any] | None = Field(default=None, description="Trainer container securityContext (core/v1 SecurityContext).")
     pod_security_context: dict[str, Any] | None = Field(default=None, description="Pod securityContext (core/v1 PodSecurityContext).")
     image_pull_secrets: list[dict[str, str]] | None = Field(default=None, description="Pod imagePullSecrets, e.g. [{name: regcred}].")
+    service_account_name: str | None = Field(default=None, min_length=1, max_length=253,
+                                             pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", description=(
+        "Pod serviceAccountName (e.g. for cloud workload identity). Its API token stays unmounted unless "
+        "automountServiceAccountToken is true."))
+    automount_service_account_token: bool = Field(default=False, description=(
+        "Mount the service account's Kubernetes API token into the pods; off by default (the trainer needs no "
+        "API access)."))
+    init_containers: list[Annotated[dict[str, Any], WithJsonSchema({
+        "type": "object", "x-kubernetes-preserve-unknown-fields": True, "required": ["name"],
+        "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 63}}})]] | None = Field(
+        default=None, max_length=16, description="Pod initContainers (core/v1 Container), run before the trainer.")
+    topology_spread_constraints: list[dict[str, Any]] | None = Field(
+        default=None, max_length=16, description="Pod topologySpreadConstraints (core/v1 TopologySpreadConstraint).")
+    command: list[Annotated[str, Field(min_length=1, max_length=PROGRAM_ITEM_MAX)]] | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="Script mode: this replica type's program, instead of spec.model.command.")
+    args: list[Annotated[str, Field(max_length=PROGRAM_ITEM_MAX)]] | None = Field(
+        default=None, max_length=256, description="Script mode: arguments appended to this replica type's program.")
 
 
 class PodTemplateOverride(_Model):
@@ -286,6 +313,7 @@ class ReplicaSpec(_Model):
     """One replica type (chief, ps, worker or evaluator)."""
 
     replicas: int = Field(default=1, ge=0, le=1000, description="Number of pods of this type. Immutable once the job has started.")
+    image: str | None = Field(default=None, min_length=1, max_length=1024, description="Image of this type's pods; default spec.image.")
     resources: ResourceRequirements | None = Field(default=None, description="Trainer container resources.")
     restart_policy: Literal["OnFailure", "Never", "ExitCode"] = Field(
         default="OnFailure",
@@ -302,6 +330,13 @@ class ReplicaSpec(_Model):
         "RecreateLimitExceeded (counted per replica type in status.replicaStatuses.<type>.recreated). "
         "Ignored for chief and ps, whose failures restart the whole job."))
     template: PodTemplateOverride | None = Field(default=None, description="Optional overrides of this type's pods.")
+
+
+def _template_program_rule(role: str) -> dict[str, str]:
+    r = f"self.replicas.{role}"
+    t = f"{r}.template.spec"
+    return cel(f"has(self.model.command) || !has({r}.template) || !has({t}) || (!has({t}.command) && !has({t}.args))",
+               "command and args are for script mode: set spec.model.command", f".replicas.{role}.template.spec.command")
 
 
 class Replicas(_Model):
@@ -321,12 +356,59 @@ class Replicas(_Model):
     evaluator: ReplicaSpec = Field(default_factory=lambda: ReplicaSpec(replicas=0), description="Optional side-car evaluator (0 or 1); it evaluates every new checkpoint.")
 
 
-class ModelSpec(_Model):
-    """The user's model: a Python module implementing the trainer's model contract."""
+_PATH_SEGMENT = r"([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+|\.)"
+"""One component of a relative path that is not empty and not ``..`` (a pattern, not CEL: cheap to admit)."""
 
-    module: str = Field(min_length=1, max_length=253, pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
-                        description="Dotted Python module name, e.g. tfps_trainer.examples.linear.")
+
+class CodeItem(_Model):
+    """One file of the code: ConfigMap key -> relative path (as in a configMap volume's items)."""
+
+    key: str = Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")
+    path: str = Field(min_length=1, max_length=1024, pattern=rf"^{_PATH_SEGMENT}(/{_PATH_SEGMENT})*$",
+                      description="Relative path: no leading '/', no empty or '..' component.")
+
+
+class CodeSource(_Model):
+    """Code shipped without an image build: the files of a ConfigMap (each key a file), mounted
+    read-only at ``/tfps-code`` in every replica and in the export Job, which also run from there
+    with it first on ``PYTHONPATH``. ``tfps submit --code DIR`` creates it from a directory."""
+
+    config_map: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                            description="Name of a ConfigMap in the job's namespace.")
+    items: list[CodeItem] | None = Field(default=None, max_length=4096, description=(
+        "Where each key goes under /tfps-code (a ConfigMap key cannot hold '/'); every key at its own name "
+        "when unset. tfps submit --code fills it in."))
+
+
+PROGRAM_ITEM_MAX = 4096
+"""Longest single argument of a program (bounds the CEL cost of the rules that read them)."""
+
+
+class ModelSpec(_Model):
+    """The user's code: a contract module (``module``), or a program of one's own (``command``, script
+    mode: every replica runs it, wrapped by the trainer entrypoint, with TF_CONFIG and the documented
+    ``TFPS_*_DIR`` environment; see trainer_image/README.md). A script-mode job may also name a
+    module, used only to export the final checkpoint; without one the export converts the model the
+    program saved to ``$TFPS_MODEL_DIR``."""
+
+    model_config = ConfigDict(json_schema_extra=_rules(
+        cel("has(self.module) || has(self.command)", "set module (a contract module) or command (your own program)"),
+    ))
+
+    module: str | None = Field(default=None, min_length=1, max_length=253,
+                               pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
+                               description="Dotted Python module name, e.g. tfps_trainer.examples.linear.")
     args: dict[str, Any] = Field(default_factory=dict, description="Free-form arguments passed to every contract function.")
+    command: list[Annotated[str, Field(min_length=1, max_length=PROGRAM_ITEM_MAX)]] | None = Field(
+        default=None, min_length=1, max_length=256, description=(
+            "Script mode: the program every replica runs, e.g. [python, train.py, --epochs, '3']. $(VAR) "
+            "references to the container's environment (TFPS_CHECKPOINT_DIR, TFPS_MODEL_DIR...) are "
+            "expanded as Kubernetes does; a replica's template.spec.command/args override it."))
+    source: CodeSource | None = Field(default=None, description="Code from a ConfigMap, on PYTHONPATH and the working directory.")
+
+    @property
+    def script_mode(self) -> bool:
+        return self.command is not None
 
 
 class CheckpointPolicy(_Model):
@@ -357,7 +439,9 @@ class TrainingSpec(_Model):
             f"must differ from {DEFAULT_PROGRESS_PORT}, the progress port of the chief and the evaluator", ".port"),
     ))
 
-    steps: int = Field(ge=1, description="Target global step count.")
+    steps: int | None = Field(default=None, ge=1, description=(
+        "Target global step count; required for a model module. In script mode optional: the step the "
+        "program trains to, shown as the progress target."))
     batch_size: int = Field(default=32, ge=1, le=1048576, description="Per-worker batch size.")
     checkpoint: CheckpointPolicy = Field(default_factory=lambda: CheckpointPolicy(every_steps=100),
                                          description="Checkpoint policy; default every 100 steps, keep 3.")
@@ -515,20 +599,34 @@ class PSTrainingJobSpec(_Model):
     """A TensorFlow parameter-server training job."""
 
     model_config = ConfigDict(json_schema_extra=_rules(
-        cel("self.replicas.evaluator.replicas == 0 || has(self.training.checkpoint.everySeconds)"
-            " || (has(self.training.checkpoint.everySteps) && self.training.checkpoint.everySteps < self.training.steps)",
+        *[_template_program_rule(r) for r in ROLES],
+        cel("has(self.model.command) || has(self.training.steps)",
+            "required for a model module (the step the trainer trains to)", ".training.steps"),
+        cel("has(self.model.command) || self.replicas.evaluator.replicas == 0 || has(self.training.checkpoint.everySeconds)"
+            " || (has(self.training.checkpoint.everySteps) && has(self.training.steps)"
+            " && self.training.checkpoint.everySteps < self.training.steps)",
             "an evaluator needs checkpoints during training: set everySteps below training.steps, or everySeconds",
             ".training.checkpoint"),
         *(_mount_rule(role) for role in ROLES),
     ))
 
     image: str | None = Field(default=None, max_length=1024, description="Trainer image; the operator's default when empty.")
-    model: ModelSpec = Field(description="The model module and its arguments.")
+    model: ModelSpec = Field(description="The model module and its arguments, or your own program.")
     replicas: Replicas = Field(default_factory=Replicas, description="Replica types: chief, ps, worker, evaluator.")
-    training: TrainingSpec = Field(description="Steps, batch size, checkpoints, partitioning.")
+    training: TrainingSpec = Field(default_factory=TrainingSpec, description="Steps, batch size, checkpoints, partitioning.")
     storage: StorageSpec = Field(default_factory=_default_storage, description="Where checkpoints and exports live.")
     export: ExportSpec = Field(default_factory=ExportSpec, description="Verified export after training.")
     run_policy: RunPolicy = Field(default_factory=RunPolicy, description="Restarts, deadlines, cleanup, suspension.")
+
+    def program(self, role: Role) -> list[str] | None:
+        """Script mode: the program of ``role``'s replicas (its template's command, else
+        ``model.command``, then its template's args); None for a contract module."""
+        if self.model.command is None:
+            return None
+        t = getattr(self.replicas, role).template
+        o = t.spec if t and t.spec else None
+        base = (o.command if o and o.command else None) or self.model.command
+        return [*base, *((o.args if o and o.args else None) or [])]
 
 
 Phase = Literal["Pending", "Running", "Restarting", "Exporting", "Succeeded", "Failed", "Suspended"]

@@ -10,10 +10,11 @@ from tfps_trainer.config import (
     JobSettings,
     PartitionerSettings,
     Paths,
+    ScriptSettings,
     Tolerance,
 )
 
-from ..api.models import PSTrainingJob, Role
+from ..api.models import ROLES, PSTrainingJob, Role
 from ..api.models import Tolerance as ApiTolerance
 
 
@@ -31,8 +32,21 @@ def _tolerance(tol: ApiTolerance | None) -> Tolerance:
     return Tolerance(**tol.model_dump(exclude_none=True)) if tol else Tolerance()
 
 
-def job_settings(job: PSTrainingJob, mount_path: str | None = None) -> JobSettings:
-    """The trainer's view of the job. ``mount_path`` overrides the spec's (``tfps run`` uses its workdir)."""
+CODE_DIR = "/tfps-code"
+"""Where ``spec.model.source`` (a ConfigMap) is mounted in every pod."""
+
+
+def _script(job: PSTrainingJob) -> ScriptSettings | None:
+    if not job.spec.model.script_mode:
+        return None
+    counts = replica_counts(job)
+    return ScriptSettings(programs={r: tuple(job.spec.program(r) or ()) for r in ROLES if counts[r]})
+
+
+def job_settings(job: PSTrainingJob, mount_path: str | None = None, code_dir: str | None = None) -> JobSettings:
+    """The trainer's view of the job. ``mount_path`` overrides the spec's (``tfps run`` uses its workdir);
+    ``code_dir`` is where the job's code is (``tfps run --code DIR``; on a cluster :data:`CODE_DIR` when
+    ``spec.model.source`` is set)."""
     spec = job.spec
     t = spec.training
     e = spec.export
@@ -42,6 +56,8 @@ def job_settings(job: PSTrainingJob, mount_path: str | None = None) -> JobSettin
         namespace=job.metadata.namespace,
         model_module=spec.model.module,
         model_args=spec.model.args,
+        script=_script(job),
+        code_dir=code_dir or (CODE_DIR if spec.model.source else None),
         steps=t.steps,
         batch_size=t.batch_size,
         checkpoint=CheckpointSettings(

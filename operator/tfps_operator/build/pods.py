@@ -14,7 +14,7 @@ from tfps_trainer.config import SETTINGS_ENV
 from ..api.models import PodTemplateOverride, PSTrainingJob, ResourceRequirements, Role
 from ..settings import BuildConfig
 from . import labels, names
-from .jobsettings import job_settings, replica_counts
+from .jobsettings import CODE_DIR, job_settings, replica_counts
 from .tfconfig import tf_config_json
 
 CONTAINER = "trainer"
@@ -31,8 +31,24 @@ class BuildError(ValueError):
     """The job cannot be turned into valid children; the message names the field."""
 
 
-def image(job: PSTrainingJob, cfg: BuildConfig) -> str:
-    return job.spec.image or cfg.default_image
+CODE_VOLUME = "code"
+CODE_FILE_MODE = 0o444
+
+
+def image(job: PSTrainingJob, cfg: BuildConfig, role: Role = "chief") -> str:
+    """The replica type's image, else the job's, else the operator's default (the export Job: the chief's)."""
+    return getattr(job.spec.replicas, role).image or job.spec.image or cfg.default_image
+
+
+def code_volume(job: PSTrainingJob) -> dict[str, Any] | None:
+    """``spec.model.source`` as a read-only configMap volume, or None."""
+    src = job.spec.model.source
+    if src is None:
+        return None
+    cm: dict[str, Any] = {"name": src.config_map, "defaultMode": CODE_FILE_MODE}
+    if src.items:
+        cm["items"] = [{"key": i.key, "path": i.path} for i in src.items]
+    return {"name": CODE_VOLUME, "configMap": cm}
 
 
 def storage_volume(job: PSTrainingJob) -> dict[str, Any]:
@@ -94,6 +110,7 @@ def pod_spec(
     resources: ResourceRequirements | None,
     override: PodTemplateOverride | None,
     where: str,
+    role: Role = "chief",
 ) -> dict[str, Any]:
     """A hardened pod spec running ``command`` with the job's storage mounted at ``spec.storage.mountPath``.
 
@@ -104,7 +121,7 @@ def pod_spec(
     o = override.spec if override and override.spec else None
     container: dict[str, Any] = {
         "name": CONTAINER,
-        "image": image(job, cfg),
+        "image": image(job, cfg, role),
         "command": list(command),
         "env": [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONUNBUFFERED", "value": "1"}, *env],
         "volumeMounts": [
@@ -130,8 +147,30 @@ def pod_spec(
     }
     if job.spec.run_policy.scheduler_name:
         spec["schedulerName"] = job.spec.run_policy.scheduler_name
+    code = code_volume(job)
+    if code is not None:
+        spec["volumes"].append(code)
+        container["volumeMounts"].append({"name": CODE_VOLUME, "mountPath": CODE_DIR, "readOnly": True})
+        container["workingDir"] = CODE_DIR
+        container["env"].append({"name": "PYTHONPATH", "value": CODE_DIR})
     if o is None:
         return spec
+    if o.service_account_name:
+        spec["serviceAccountName"] = o.service_account_name
+    spec["automountServiceAccountToken"] = o.automount_service_account_token
+    if o.init_containers:
+        names_seen = {CONTAINER}
+        for i, init in enumerate(o.init_containers):
+            n = _text(init, "name", f"{where}.initContainers[{i}]")
+            if n in names_seen:
+                raise BuildError(f"{where}.initContainers[{i}].name: {n!r} is already used in the pod")
+            names_seen.add(n)
+        # the same restricted defaults as the trainer container; the init container's own securityContext
+        # wins key by key, as the template's does for the trainer
+        spec["initContainers"] = [
+            {**copy.deepcopy(init), "securityContext": {**container_security_context(), **copy.deepcopy(init.get("securityContext") or {})}}
+            for init in o.init_containers
+        ]
 
     if o.env:
         _check_user_env(o.env, where)
@@ -156,6 +195,7 @@ def pod_spec(
         ("affinity", o.affinity),
         ("priorityClassName", o.priority_class_name),
         ("imagePullSecrets", o.image_pull_secrets),
+        ("topologySpreadConstraints", o.topology_spread_constraints),
     ):
         if value:
             spec[key] = copy.deepcopy(value)
@@ -189,6 +229,7 @@ def trainer_pod(job: PSTrainingJob, role: Role, index: int, cfg: BuildConfig, re
         resources=replica.resources,
         override=replica.template,
         where=f"spec.replicas.{role}.template.spec",
+        role=role,
     )
     pod = names.pod_name(name, role, index)
     spec["hostname"] = pod

@@ -62,6 +62,11 @@ def main(args: argparse.Namespace) -> int:
     if not job.spec.export.enabled:
         print(f"tfps check: {args.file}: spec.export.enabled is false: nothing to check", file=sys.stderr)
         return EXIT_INVALID
+    if job.spec.model.module is None:
+        print(f"tfps check: {args.file}: script mode without spec.model.module: the program's model exists only "
+              "after training, so there is nothing to check before it (the export verifies the saved model)",
+              file=sys.stderr)
+        return EXIT_INVALID
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tfps-check-") as workdir:
         plan = LocalJob(job=job, settings=job_settings(job, mount_path=workdir))

@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from tfps_trainer.config import JobSettings
+
 from ..api.models import PSTrainingJob
 from ..api.validate import JobValidationError, validate_job
 from ..build.jobsettings import job_settings
@@ -78,7 +80,27 @@ def plan_from_args(args: argparse.Namespace) -> LocalJob:
     workdir = Path(args.workdir or DEFAULT_WORKDIR).expanduser().resolve()
     if workdir.exists() and not workdir.is_dir():
         raise InvalidInput(f"--workdir: {workdir} exists and is not a directory")
-    return LocalJob(job=job, settings=job_settings(job, mount_path=str(workdir)))
+    code = getattr(args, "code", None)
+    source = job.spec.model.source
+    if code is not None:
+        code_dir = Path(code).expanduser().resolve()
+        if not code_dir.is_dir():
+            raise InvalidInput(f"--code: {code_dir} is not a directory")
+    elif source is not None:
+        raise InvalidInput(f"{args.file}: spec.model.source takes the code from ConfigMap {source.config_map!r} on a "
+                           "cluster; locally pass the directory it is made from: --code DIR")
+    else:
+        code_dir = None
+    return LocalJob(job=job, settings=job_settings(job, mount_path=str(workdir), code_dir=str(code_dir) if code_dir else None))
+
+
+def describe(settings: JobSettings) -> str:
+    """What runs: ``300 steps of <module>`` or ``the program <argv>``."""
+    steps = f"{settings.steps} steps of " if settings.steps else ""
+    if settings.script is not None:
+        prog = " ".join(settings.script.programs.get("chief", ()))
+        return f"{steps}the program {prog!r}" + (f" (export: {settings.model_module})" if settings.model_module else "")
+    return f"{steps}{settings.model_module}"
 
 
 def print_table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]], notes: list[str], tty: bool) -> None:
@@ -130,11 +152,11 @@ def main(args: argparse.Namespace) -> int:
     display: Display | None = None
     supervisor: Supervisor | None = None
     try:
-        display = make_display(settings.steps, tty)
+        display = make_display(settings.steps or 0, tty)
         ckpts = Path(settings.paths.checkpoints)
         resumed = ckpts.is_dir() and any(ckpts.iterdir())
         display.event(
-            f"job {job.metadata.namespace}/{job.metadata.name}: {settings.steps} steps of {settings.model_module}; "
+            f"job {job.metadata.namespace}/{job.metadata.name}: {describe(settings)}; "
             f"files under {plan.root}" + ("; resuming from its latest checkpoint" if resumed else "")
         )
         supervisor = Supervisor(plan, display)
@@ -145,7 +167,8 @@ def main(args: argparse.Namespace) -> int:
             print(f"tfps run: training failed: {outcome.message}", file=sys.stderr)
             return EXIT_FAILED
         # the chief exits 0 only at the target step; its last status may predate that
-        display.update(dataclasses.replace(outcome.status or Status(), step=settings.steps, checkpoint_step=settings.steps))
+        if settings.script is None:
+            display.update(dataclasses.replace(outcome.status or Status(), step=settings.steps, checkpoint_step=settings.steps))
         display.event(f"training finished after {time.monotonic() - started:.0f}s"
                       + (f" and {outcome.restarts} restart(s)" if outcome.restarts else "")
                       + f": {outcome.message}")

@@ -73,7 +73,7 @@ def _details(status: Status, checkpoint_label: str) -> list[str]:
 
 
 def _fmt(status: Status, target: int) -> str:
-    step = f"step {status.step if status.step is not None else '-'}/{target}"
+    step = f"step {status.step if status.step is not None else '-'}" + (f"/{target}" if target else "")
     return "  ".join([step, *_details(status, "checkpoint @")])
 
 

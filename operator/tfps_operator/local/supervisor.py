@@ -76,8 +76,12 @@ class LocalJob:
         reserved = ("TF_CONFIG", SETTINGS_ENV, TERMINATION_LOG_ENV, "TFPS_PROGRESS_PORT")
         env = {k: v for k, v in os.environ.items() if k not in reserved}
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # `python` in a script-mode command is this interpreter, as it is the image's in a pod
+        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")  # several TF processes may share one GPU
         env[PROGRESS_HOST_ENV] = HOST
+        if self.settings.code_dir:  # --code DIR: importable by every trainer and the exporter, as in a pod
+            env["PYTHONPATH"] = os.pathsep.join(x for x in (self.settings.code_dir, env.get("PYTHONPATH", "")) if x)
         return env
 
     def child(self, name: str, argv: list[str], env: dict[str, str]) -> Child:

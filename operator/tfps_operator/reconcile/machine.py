@@ -409,7 +409,10 @@ def _preflight_pending(x: _Ctx) -> bool:
     """A new job with export and pre-flight on that has no pre-flight verdict yet (a job whose pods already
     exist, e.g. started by an operator without pre-flight, is not held back)."""
     e = x.job.spec.export
-    return (e.enabled and e.preflight and x.st.phase == "Pending" and x.st.restarts == 0 and not x.obs.pods
+    # A script-mode program's model exists only after training: nothing to check before, unless a
+    # contract module does the export.
+    return (e.enabled and e.preflight and x.job.spec.model.module is not None
+            and x.st.phase == "Pending" and x.st.restarts == 0 and not x.obs.pods
             and C.get(x.st, C.EXPORT_PREFLIGHT) is None)
 
 

@@ -75,11 +75,16 @@ def versions() -> dict[str, str]:
     return out
 
 
-def build(*, job: str, namespace: str, model: str, checkpoint_step: int, checkpoint_path: str,
+def build(*, job: str, namespace: str, model: str, checkpoint_step: int, checkpoint_path: str | None,
           inputs: list[dict[str, Any]], outputs: list[dict[str, Any]], artifacts: list[dict[str, Any]],
           failed: list[dict[str, Any]] | None = None, required: list[str] | None = None, complete: bool = True,
-          samples: dict[str, Any] | None = None) -> dict[str, Any]:
-    check_relative(checkpoint_path, "manifest checkpoint.path")
+          samples: dict[str, Any] | None = None, source: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``checkpoint_path`` None: a script-mode program's saved model exported without a checkpoint;
+    ``source`` (script mode) says which saved model was exported."""
+    if checkpoint_path is not None:
+        check_relative(checkpoint_path, "manifest checkpoint.path")
+    if source is not None:
+        check_relative(source["path"], "manifest source.path")
     for a in artifacts:
         check_relative(a["path"], f"manifest artifact {a['format']} path")
         for f in a.get("files") or []:
@@ -91,6 +96,7 @@ def build(*, job: str, namespace: str, model: str, checkpoint_step: int, checkpo
         "model": model,
         "createdAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "checkpoint": {"step": checkpoint_step, "path": checkpoint_path},
+        **({"source": source} if source is not None else {}),
         "signature": {"name": "serving_default", "inputs": inputs, "outputs": outputs},
         "complete": complete,
         "required": required or [],

@@ -114,7 +114,8 @@ def prepare(settings: JobSettings, checkpoint: str | None, step: int | None, t: 
     if not ex.formats:
         raise ExportError("SettingsInvalid", "TFPS_JOB.export.formats: must name at least one format")
     contract = source.load_contract(settings)
-    ckpt = None if fresh else source.find_checkpoint(settings, checkpoint, step)
+    program = source.program_mode(settings)  # the model the program saved: trained weights, no restore
+    ckpt = None if fresh or program else source.find_checkpoint(settings, checkpoint, step)
     sig = source.input_signature(contract, args)
     as_dict = source.call_with_dict(contract, args, sig)
     drawn = source.samples(contract, args, sig, ex.verify_samples)
@@ -124,10 +125,10 @@ def prepare(settings: JobSettings, checkpoint: str | None, step: int | None, t: 
         model = source.build_and_restore(contract, args, ckpt, drawn.inputs, as_dict)
     serve = formats.serving(model, sig, drawn.inputs, as_dict)
     ref = formats.reference(serve, drawn.inputs)
-    where = "fresh weights" if ckpt is None else f"checkpoint {ckpt.rel}"
+    where = contract.module_name if program else "fresh weights" if ckpt is None else f"checkpoint {ckpt.rel}"
     for name, value in ref.items():
         if not np.all(np.isfinite(value)):
-            reason = "ContractError" if ckpt is None else "CheckpointCorrupt"
+            reason = "ContractError" if ckpt is None and not program else "CheckpointCorrupt"
             raise ExportError(reason, f"{where}: the restored model outputs NaN/Inf on real inputs (output {name!r})")
     labels = source.labels_by_output(drawn.labels, serve.output_names)
     kinds = {name: verify.output_kind(r, labels.get(name), ex.output_kinds.get(name)) for name, r in ref.items()}
@@ -343,10 +344,15 @@ def export(settings: JobSettings, checkpoint: str | None = None, step: int | Non
     t = timings or Timings()
     ex = settings.export
     prep = prepare(settings, checkpoint, step, t)
-    assert prep.checkpoint is not None
-    ckpt = prep.checkpoint
+    if prep.checkpoint is not None:
+        ckpt_step, ckpt_rel, origin = prep.checkpoint.step, prep.checkpoint.rel, None
+    else:  # script mode: the program's saved model, at the step of its latest checkpoint
+        from . import program
+
+        ckpt_step, ckpt_rel = program.exported_step(settings)
+        origin = dict(prep.contract.module.SOURCE)
     root = Path(settings.paths.root)
-    with Publisher(root) as pub, pub.staging(ckpt.step) as stage:
+    with Publisher(root) as pub, pub.staging(ckpt_step) as stage:
         if pub.stale_removed:
             log.info("removed stale %s", ", ".join(pub.stale_removed))
         out = _Producer(prep, ex, stage, Journal(), t, skip or {}).run()
@@ -356,7 +362,7 @@ def export(settings: JobSettings, checkpoint: str | None = None, step: int | Non
         missing_required = sorted({f.format for f in out.failed} & required_formats(ex))
         doc = manifest.build(
             job=settings.job_name, namespace=settings.namespace, model=prep.contract.module_name,
-            checkpoint_step=ckpt.step, checkpoint_path=ckpt.rel,
+            checkpoint_step=ckpt_step, checkpoint_path=ckpt_rel or None, source=origin,
             inputs=[{"name": k, "shape": s.shape.as_list(), "dtype": s.dtype.name} for k, s in prep.signature.items()],
             outputs=[{"name": k, "shape": [None, *v.shape[1:]], "dtype": str(v.dtype), "kind": prep.kinds[k]}
                      for k, v in prep.ref.items()],
@@ -368,7 +374,7 @@ def export(settings: JobSettings, checkpoint: str | None = None, step: int | Non
         )
         manifest.write(stage / MANIFEST, doc)
         _check_cancelled()
-        final = pub.commit(stage, ckpt.step, serving="savedmodel" in {e["format"] for e in out.passed})
+        final = pub.commit(stage, ckpt_step, serving="savedmodel" in {e["format"] for e in out.passed})
         t.add("publish", t0)
 
     rel_dir = final.relative_to(pub.root).as_posix()
@@ -377,7 +383,7 @@ def export(settings: JobSettings, checkpoint: str | None = None, step: int | Non
                        max_error=e["verification"]["maxAbsError"], quantization=e["quantization"])
         for e in out.passed
     ]
-    where = {"step": ckpt.step, "path": rel_dir, "manifest": f"{rel_dir}/{MANIFEST}", "artifacts": artifacts,
+    where = {"step": ckpt_step, "path": rel_dir, "manifest": f"{rel_dir}/{MANIFEST}", "artifacts": artifacts,
              "failed": out.failed}
     if missing_required:
         first = next(f for f in out.failed if f.format in missing_required)

@@ -27,9 +27,18 @@ class CheckpointRef:
     step: int
 
 
+def program_mode(settings: JobSettings) -> bool:
+    """Script mode without a contract module: the export takes the model the program saved."""
+    return settings.script is not None and settings.model_module is None
+
+
 def load_contract(settings: JobSettings) -> ModelContract:
+    if program_mode(settings):
+        from . import program
+
+        return program.contract(settings)
     try:
-        return load(settings.model_module)
+        return load(settings.model_module or "")
     except ContractError as exc:
         raise ExportError("ContractError", str(exc)) from None
 
@@ -152,7 +161,8 @@ def samples(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.Ten
         out[name] = arr
     if any(len(v) < n for v in out.values()):
         raise ExportError("ContractError", f"{contract.module_name}: fewer than {n} samples available")
-    return Samples(out, labels, "sample_inputs" if fn is not None else "dataset")
+    origin = getattr(contract.module, "SAMPLES_ORIGIN", None) or ("sample_inputs" if fn is not None else "dataset")
+    return Samples(out, labels, origin)
 
 
 def _from_dataset(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.TensorSpec], n: int,

@@ -1,0 +1,214 @@
+"""The supervisor of a script-mode program: one per replica, the container's main process.
+
+It starts the program (same TF_CONFIG, plus :mod:`.env`), forwards SIGTERM/SIGINT/SIGHUP to it,
+streams its output line by line and keeps the last lines for the termination message, and exits
+with the program's exit code (:func:`program_exit_code`), so the failure policy judges the program.
+On the chief it serves the progress endpoint, fed by the checkpoints the program writes
+(:class:`.follow.CheckpointFollower`) and by :func:`tfps_trainer.script.report`.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from .. import exitcodes
+from ..cluster import TaskConfig
+from ..config import JobSettings
+from ..errors import EXIT_OK, TrainerError, report_failure, write_termination_log
+from ..summary import format_success, termination_line
+from .env import expand, program_env
+from .follow import CheckpointFollower
+from .report import read_report
+
+TAIL_LINES = 20
+POLL_SECONDS = 1.0
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def program_exit_code(returncode: int, terminated: bool = False) -> int:
+    """The exit code this replica reports for the program's ``returncode`` (Popen's): its own code, or
+    128 + N when it was killed by signal N, as a container runtime reports it; read through
+    :mod:`tfps_trainer.exitcodes` like the trainer's own. A program that failed after this replica was
+    sent SIGTERM (preemption, drain, suspend, deletion) reports ``PREEMPTED``: the stop was no fault of
+    the job, whatever the program made of the signal."""
+    if terminated and returncode != 0:
+        return exitcodes.PREEMPTED
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def describe_exit(argv: list[str], code: int, tail: list[str]) -> str:
+    """The one-line reason of a failed program: what it was, how it ended, its last lines."""
+    how = f"was killed by {signal.Signals(code - 128).name}" if 128 < code < 128 + 65 else f"exited with code {code}"
+    last = " | ".join(line.strip() for line in tail[-5:] if line.strip())
+    return f"program {' '.join(argv)[:200]} {how}" + (f"; last lines: {last}" if last else "")
+
+
+class _Output(threading.Thread):
+    """Copies the program's output to ours, keeping the last lines."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(name="tfps-program-output", daemon=True)
+        self.stream = stream
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+
+    def run(self) -> None:
+        for raw in iter(self.stream.readline, b""):
+            line = raw.decode(errors="replace")
+            self.tail.append(line.rstrip("\n"))
+            try:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            except (OSError, ValueError):
+                pass
+
+
+class _ChiefWatch(threading.Thread):
+    """Feeds the chief's progress from the program's checkpoints and reports."""
+
+    def __init__(self, settings: JobSettings, progress: Any, progress_file: str) -> None:
+        super().__init__(name="tfps-checkpoint-follower", daemon=True)
+        self.follower = CheckpointFollower(settings.paths.checkpoints)
+        self.progress, self.progress_file = progress, progress_file
+        self.stopped = threading.Event()
+        self._reported: tuple[int, float] | None = None
+        self._noted = 0
+
+    def run(self) -> None:
+        # Reading a checkpoint needs TensorFlow; importing it takes seconds, so it starts now rather
+        # than on the first checkpoint (which could be gone, or superseded, by then).
+        import tensorflow  # noqa: F401
+
+        while not self.stopped.wait(POLL_SECONDS):
+            self.once()
+
+    def once(self) -> None:
+        info = self.follower.poll()
+        if info is not None:
+            step = max(info.step, self.progress.snapshot()["step"])
+            self.progress.update(checkpoint=info, step=step)
+            print(f"tfps-trainer chief: checkpoint step {info.step} -> {info.path}", flush=True)
+        for note in self.follower.notes[self._noted:]:
+            print(f"tfps-trainer chief: {note}", flush=True)
+        self._noted = len(self.follower.notes)
+        doc = read_report(self.progress_file)
+        if doc is not None:
+            now, step = time.monotonic(), doc["step"]
+            changes: dict[str, Any] = {"step": step}
+            if isinstance(doc.get("loss"), (int, float)):
+                changes["loss"] = float(doc["loss"])
+            if self._reported is not None and step > self._reported[0]:
+                changes["steps_per_second"] = (step - self._reported[0]) / max(now - self._reported[1], 1e-9)
+            if self._reported is None or step != self._reported[0]:
+                self._reported = (step, now)
+                self.progress.update(**changes)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.once()  # the final checkpoint, written just before the program exited
+
+
+def _progress_file(settings: JobSettings, task: TaskConfig) -> str:
+    base = os.environ.get("TMPDIR") or "/tmp"
+    return os.path.join(base, f"tfps-progress-{settings.job_name}-{task.task_type}-{task.task_index}.json")
+
+
+def run(task: TaskConfig, settings: JobSettings) -> int:
+    """Run this replica's program to its end; return the exit code (failures already reported)."""
+    assert settings.script is not None
+    role = task.name
+    argv_raw = settings.script.programs.get(task.task_type)
+    if not argv_raw:
+        return report_failure(role, TrainerError(f"no program for role {task.task_type} in TFPS_JOB.script", 2))
+    progress_file = _progress_file(settings, task)
+    try:
+        os.unlink(progress_file)
+    except OSError:
+        pass
+    env = program_env(settings, task.task_type, task.task_index, progress_file)
+    argv = expand(argv_raw, env)
+    for d in (settings.paths.checkpoints, settings.paths.tensorboard, settings.paths.model):
+        try:
+            os.makedirs(d, exist_ok=True)
+        except OSError:
+            pass  # a read-only or missing volume: the program reports it in its own words
+    progress = server = watch = None
+    if task.task_type == "chief":
+        from .. import progress as progress_mod
+
+        progress = progress_mod.Progress(role="chief", target_steps=settings.steps or 0, job=settings.job_name)
+        server = progress_mod.serve(progress, settings.progress_port)
+        print(f"tfps-trainer {role}: progress on http://{server.httpd.server_address[0]}:{server.port}/status", flush=True)
+        watch = _ChiefWatch(settings, progress, progress_file)
+        watch.start()
+    print(f"tfps-trainer {role}: running {' '.join(argv)}", flush=True)
+    try:
+        try:
+            child = subprocess.Popen(argv, env=env, cwd=settings.code_dir or None, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        except OSError as exc:
+            return _fail(role, progress, TrainerError(
+                f"cannot start program {' '.join(argv)[:200]}: {exc.strerror or exc}"
+                + (f" ({exc.filename})" if getattr(exc, "filename", None) else ""), exitcodes.PROGRAM_NOT_FOUND))
+        received: set[int] = set()
+
+        def forward(signum: int, _frame: Any) -> None:
+            received.add(signum)
+            _forward(child, signum)
+
+        previous = {s: signal.signal(s, forward) for s in FORWARDED}
+        output = _Output(child.stdout)
+        output.start()
+        try:
+            returncode = child.wait()
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+        output.join(timeout=5)
+        code = program_exit_code(returncode, terminated=signal.SIGTERM in received)
+        if watch is not None:
+            watch.stop()
+        if code != EXIT_OK:
+            reason = describe_exit(argv, program_exit_code(returncode), list(output.tail))
+            if code == exitcodes.PREEMPTED:
+                reason += " (after SIGTERM: preempted)"
+            return _fail(role, progress, TrainerError(reason, code))
+        summary = _summary(settings, progress)
+        if progress is not None:
+            progress.update(state="succeeded", message=summary)
+        print(termination_line(role, summary), flush=True)
+        write_termination_log(termination_line(role, summary))
+        return EXIT_OK
+    finally:
+        if watch is not None:
+            watch.stopped.set()
+        if server is not None:
+            server.stop()
+
+
+def _summary(settings: JobSettings, progress: Any) -> str:
+    if progress is None:
+        return "program finished"
+    snap = progress.snapshot()
+    ck = snap["checkpoint"]
+    step = ck["step"] if ck else snap["step"]
+    return format_success(step, settings.steps or step, ck["path"] if ck else None)
+
+
+def _fail(role: str, progress: Any, error: TrainerError) -> int:
+    if progress is not None:
+        progress.update(state="failed", message=error.reason)
+    return report_failure(role, error)
+
+
+def _forward(child: subprocess.Popen, signum: int) -> None:
+    try:
+        child.send_signal(signum)
+    except (ProcessLookupError, OSError):
+        pass
