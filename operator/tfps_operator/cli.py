@@ -5,6 +5,7 @@
     tfps check      export pre-flight of a job file, before training (tfps_operator.local.check)
     tfps crd        print the generated CRD (tfps_operator.api.crd)
     tfps validate   check job files client-side (tfps_operator.api.validate)
+    tfps get|describe|wait|logs|artifacts   read and watch jobs on a cluster (tfps_operator.client.cli_verbs)
 """
 
 from __future__ import annotations
@@ -43,11 +44,19 @@ def _parser() -> argparse.ArgumentParser:
 
     val = sub.add_parser("validate", help="validate PSTrainingJob files with the same rules as the API server")
     val.add_argument("files", nargs="+", help="YAML files (may hold several documents)")
+
+    from .client.cli_verbs import register as register_job_verbs
+
+    register_job_verbs(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "verb_main", None) is not None:
+        from .client.cli_verbs import main as run_verb
+
+        return run_verb(args)
     if args.command == "operator":
         from .runner import main as run_operator
 
