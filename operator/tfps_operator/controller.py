@@ -178,6 +178,7 @@ class Controller:
             if self.jobs.get(key) is state:
                 del self.jobs[key]
             metrics.set_phase(key, None)
+            metrics.forget_job(key)
 
     @staticmethod
     async def _await_finalizer(body: Mapping[str, Any], state: _JobState, stopped: Any) -> None:
@@ -298,6 +299,10 @@ class Controller:
             return 0.0 if state.written is not None else None
         key = f"{namespace}/{name}"
         metrics.set_phase(key, plan.status.phase)
+        metrics.set_job(key, plan.status, int(body["spec"]["training"]["steps"]))
+        if outcome.status_written:
+            for fmt, result in metrics.export_outcomes(current, plan.status):
+                metrics.EXPORT_ARTIFACTS.labels(format=fmt, result=result).inc()
         for pod_name in plan.replaced:
             state.replacements[pod_name] = crashloop.record(state.replacements.get(pod_name), t)
         for role in plan.recreated:

@@ -19,11 +19,11 @@ from .result import artifact_label
 REPORT = "report.html"
 
 _CSS = """
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;color:#1d232a;max-width:1100px}
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;color:#1d232a}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d5dae0;padding-bottom:4px}
 .meta{color:#55606b;font-size:13px}table{border-collapse:collapse;font-size:13px;margin:6px 0}
-th,td{padding:4px 10px;white-space:nowrap;border-bottom:1px solid #e4e7eb;text-align:right}th{background:#f3f5f7}
-td.l,th.l{text-align:left}.ok{color:#17803d;font-weight:600}.bad{color:#b42318;font-weight:600}
+th,td{padding:4px 8px;border-bottom:1px solid #e4e7eb;text-align:right}th{background:#f3f5f7}
+td{white-space:nowrap}td.msg{white-space:normal}td.l,th.l{text-align:left}.ok{color:#17803d;font-weight:600}.bad{color:#b42318;font-weight:600}
 .badge{display:inline-block;padding:2px 8px;border-radius:10px;font-size:12px;font-weight:600}
 .badge.ok{background:#dcf5e4}.badge.bad{background:#fde2e0}figure{margin:10px 0 18px}
 figcaption{font-size:13px;color:#33404c;margin-bottom:4px}svg text{font-family:inherit;font-size:11px;fill:#33404c}
@@ -98,11 +98,11 @@ def _outputs_table(artifacts: list[dict[str, Any]]) -> str:
                 f'{_cell(q.get("p50"))}{_cell(q.get("p99"))}{_cell(o.get("maxAbsError"))}{_cell(o.get("bound"))}'
                 f'{_cell(o.get("maxRelError"))}{_cell(o.get("argmaxAgreement"), ".4g")}'
                 f'{_cell(acc.get("model"), ".4g")}{_cell(acc.get("artifact"), ".4g")}'
-                f'<td class="l">{"<span class=ok>passed</span>" if o.get("passed", True) else "<span class=bad>failed</span>"}'
+                f'<td class="l msg">{"<span class=ok>passed</span>" if o.get("passed", True) else "<span class=bad>failed</span>"}'
                 f'{" <span class=warn>" + _e(note) + "</span>" if note else ""}</td></tr>')
-    head = ("<tr><th class='l'>artifact</th><th class='l'>output</th><th class='l'>kind</th><th>median error</th>"
-            "<th>p99 error</th><th>max abs error</th><th>bound</th><th>max rel error</th><th>argmax agreement</th>"
-            "<th>accuracy (model)</th><th>accuracy (artifact)</th><th class='l'>verdict</th></tr>")
+    head = ("<tr><th class='l'>artifact</th><th class='l'>output</th><th class='l'>kind</th><th>median err</th>"
+            "<th>p99 err</th><th>max abs err</th><th>bound</th><th>max rel err</th><th>argmax agree</th>"
+            "<th>acc. model</th><th>acc. artifact</th><th class='l'>verdict</th></tr>")
     return f'<table id="outputs">{head}{"".join(rows)}</table>'
 
 
@@ -203,7 +203,7 @@ def render(manifest: dict[str, Any]) -> str:
         out.append("<h2>Failed formats</h2><table id='failed'><tr><th class='l'>artifact</th><th class='l'>reason</th>"
                    "<th class='l'>message</th></tr>")
         out += [f"<tr><td class='l'>{_e(_label(f))}</td><td class='l bad'>{_e(f.get('reason', ''))}</td>"
-                f"<td class='l'>{_e(f.get('message', ''))}</td></tr>" for f in failed]
+                f"<td class='l msg'>{_e(f.get('message', ''))}</td></tr>" for f in failed]
         out.append("</table>")
     sig = manifest.get("signature") or {}
     if sig.get("inputs") or sig.get("outputs"):
