@@ -25,14 +25,19 @@ EXPORT_ARTIFACTS = Counter("tfps_export_artifacts_total",
 
 # Per-job gauges from the status the operator writes (progress from the chief's endpoint, which only the
 # operator may reach): what a dashboard plots per job. Removed when the job is deleted.
-_JOB = ["namespace", "job"]
+# Not ``namespace``/``job``: Prometheus sets those on every scraped series (the operator's own namespace,
+# the scrape job) and would rename ours to exported_namespace/exported_job.
+_JOB = ["job_namespace", "pstrainingjob"]
 JOB_STEP = Gauge("tfps_job_step", "Global training step reported by the job's chief", _JOB)
 JOB_TARGET_STEPS = Gauge("tfps_job_target_steps", "spec.training.steps of the job", _JOB)
 JOB_LOSS = Gauge("tfps_job_loss", "Latest training loss reported by the job's chief", _JOB)
 JOB_STEPS_PER_SECOND = Gauge("tfps_job_steps_per_second", "Training throughput reported by the job's chief", _JOB)
 JOB_CHECKPOINT_TIME = Gauge("tfps_job_checkpoint_timestamp_seconds", "Unix time of the job's latest checkpoint", _JOB)
-JOB_RESTART_COUNT = Gauge("tfps_job_restarts", "status.restarts: whole-job restarts of the job so far", _JOB)
+JOB_RESTART_COUNT = Gauge("tfps_job_restart_count", "status.restarts: whole-job restarts of the job so far", _JOB)
 JOB_PHASE = Gauge("tfps_job_phase", "1 for the job's current phase", [*_JOB, "phase"])
+JOB_CONDITION = Gauge("tfps_job_condition", "1 while the job's condition of this type is True, else 0 "
+                      "(Running, Succeeded, Failed, Stalled, ExportComplete, ...)", [*_JOB, "type"])
+_conditions: dict[str, set[str]] = {}
 _JOB_GAUGES = (JOB_STEP, JOB_TARGET_STEPS, JOB_LOSS, JOB_STEPS_PER_SECOND, JOB_CHECKPOINT_TIME, JOB_RESTART_COUNT)
 
 _phases: dict[str, str] = {}
@@ -61,9 +66,14 @@ def set_job(key: str, status: PSTrainingJobStatus, target_steps: int) -> None:
     }
     for gauge, value in values.items():
         if value is not None:
-            gauge.labels(namespace=namespace, job=job).set(value)
+            gauge.labels(job_namespace=namespace, pstrainingjob=job).set(value)
     for p in PHASES:
-        JOB_PHASE.labels(namespace=namespace, job=job, phase=p).set(1.0 if status.phase == p else 0.0)
+        JOB_PHASE.labels(job_namespace=namespace, pstrainingjob=job, phase=p).set(1.0 if status.phase == p else 0.0)
+    types = _conditions.setdefault(key, set())
+    types.update(c.type for c in status.conditions)
+    true = {c.type for c in status.conditions if c.status == "True"}
+    for t in types:
+        JOB_CONDITION.labels(job_namespace=namespace, pstrainingjob=job, type=t).set(1.0 if t in true else 0.0)
 
 
 def forget_job(key: str) -> None:
@@ -76,6 +86,11 @@ def forget_job(key: str) -> None:
     for p in PHASES:
         try:
             JOB_PHASE.remove(namespace, job, p)
+        except KeyError:
+            pass
+    for t in _conditions.pop(key, set()):
+        try:
+            JOB_CONDITION.remove(namespace, job, t)
         except KeyError:
             pass
 
