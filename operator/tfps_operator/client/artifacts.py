@@ -95,8 +95,11 @@ def unpack(data: bytes, target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            tar.extractall(tmp, filter="data")
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                tar.extractall(tmp, filter="data")
+        except tarfile.TarError as e:  # FilterError too: a member escaping the directory, a device file...
+            raise ClientError(f"refusing the copy of the export: {e}") from None
         manifest_path = tmp / MANIFEST
         if not manifest_path.is_file():
             raise NoExports(f"the export has no {MANIFEST}: not a published export")

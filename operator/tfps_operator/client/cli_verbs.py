@@ -158,8 +158,9 @@ def _usage(message: str) -> Exception:
 
 
 def _wait(args: argparse.Namespace) -> int:
+    wanted = _parse_for(args.for_)
     c = _client(args)
-    job = c.wait(args.name, timeout=args.timeout, **_parse_for(args.for_))
+    job = c.wait(args.name, timeout=args.timeout, **wanted)
     st = job.status
     if args.output != "table":
         _dump(job.to_wire(), args.output)

@@ -11,12 +11,13 @@ from .jobs import Child, JobEvent
 
 
 def age(when: datetime | None, now: datetime) -> str:
-    """kubectl's short age: ``45s``, ``12m``, ``3h``, ``2d``; ``-`` when unknown."""
+    """A short age like kubectl's: seconds up to 2 minutes, minutes up to 2 hours, then hours, then
+    days (``95s``, ``12m``, ``3h``, ``2d``); ``-`` when unknown."""
     if when is None:
         return "-"
     s = max(0, int((now - when).total_seconds()))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= size * (2 if unit != "m" else 1):
+        if s >= size * 2:
             return f"{s // size}{unit}"
     return f"{s}s"
 
