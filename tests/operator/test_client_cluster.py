@@ -4,6 +4,7 @@ operator running (kwok runs the pods; the tests play kubelet as in test_operator
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,8 +83,10 @@ def test_submit_get_wait_and_the_cli_tables(client, kube, operator, cli):
     kube.wait_until(lambda: client.status("j").workers == "2/2", timeout=20, what="workers 2/2")
     code, out, _ = cli("describe", "j")
     assert code == 0
-    for text in ("Phase:       Running", "Conditions:", "Children:", "Pod    j-chief-0", "Service", "Events:"):
+    for text in ("Phase:       Running", "Conditions:", "Children:", "Events:"):
         assert text in out, out
+    assert re.search(r"^Pod\s+j-chief-0\s+Running$", out, re.M) and re.search(r"^Service\s+j\s+headless$", out, re.M), out
+    assert re.search(r"^Running\s+True\s", out, re.M), out  # the Running condition
     kids = {(k.kind, k.name) for k in client.children("j")}
     assert {("Pod", p) for p in TRAINERS} | {("Service", "j")} <= kids
 

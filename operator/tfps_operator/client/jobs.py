@@ -25,7 +25,7 @@ import yaml
 from ..api.models import GROUP, PLURAL, VERSION, PSTrainingJob, PSTrainingJobSpec, PSTrainingJobStatus, Role
 from ..api.validate import FieldError, JobValidationError, validate_job
 from ..build import labels, names
-from .errors import ClientError, InvalidJob, JobFailed, LogsUnavailable, NotFound, WaitTimeout
+from .errors import InvalidJob, JobFailed, LogsUnavailable, NotFound, WaitTimeout
 from .kubeapi import connect, translate
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -152,12 +152,16 @@ class TFPSClient:
         return self.get(name, namespace).status or PSTrainingJobStatus()
 
     def list(self, namespace: str | None = None, all_namespaces: bool = False) -> list[PSTrainingJob]:
-        if all_namespaces:
-            out = self._call("list pstrainingjobs", self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)
-        else:
-            ns = self._ns(namespace)
-            out = self._call(f'list pstrainingjobs in namespace "{ns}"', self.custom.list_namespaced_custom_object,
-                             GROUP, VERSION, ns, PLURAL)
+        try:
+            if all_namespaces:
+                out = self._call("list pstrainingjobs", self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)
+            else:
+                ns = self._ns(namespace)
+                out = self._call(f'list pstrainingjobs in namespace "{ns}"', self.custom.list_namespaced_custom_object,
+                                 GROUP, VERSION, ns, PLURAL)
+        except NotFound as e:  # listing a namespace that does not exist is allowed: this is the resource
+            raise NotFound(e.status, e.reason, f"{e.message} (is the PSTrainingJob CRD installed? tfps crd | kubectl apply -f -)",
+                           e.what) from None
         return [validate_job(o, rules=False) for o in out.get("items", [])]
 
     def delete(self, name: str, namespace: str | None = None, wait: bool = False, timeout: float = 60) -> None:
@@ -350,4 +354,4 @@ def _lines(resp: Any) -> Iterator[str]:
         resp.release_conn()
 
 
-__all__ = ["TFPSClient", "JobEvent", "Child", "load_job", "build_job", "ClientError", "TERMINAL_PHASES"]
+__all__ = ["TFPSClient", "JobEvent", "Child", "load_job", "build_job", "TERMINAL_PHASES"]
