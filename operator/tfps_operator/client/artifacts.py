@@ -148,6 +148,7 @@ def _exec(client: "TFPSClient", pod: str, ns: str, command: list[str], timeout: 
     :class:`ApiError`, a non-zero exit with its stderr."""
     from kubernetes.client.rest import ApiException
     from kubernetes.stream import stream
+    from kubernetes.stream.ws_client import ERROR_CHANNEL
 
     try:
         resp = stream(client.core.connect_get_namespaced_pod_exec, pod, ns, command=command, container="reader",
@@ -169,7 +170,7 @@ def _exec(client: "TFPSClient", pod: str, ns: str, command: list[str], timeout: 
                 err.write(resp.read_stderr())
             if time.monotonic() > deadline:
                 raise WaitTimeout(f'{" ".join(command)} in reader pod "{pod}" ran over {timeout:g}s', None)
-        code = resp.returncode
+        code = _exit_code(resp.read_channel(ERROR_CHANNEL), pod)
     finally:
         resp.close()
     if code not in (0, None):
@@ -178,6 +179,24 @@ def _exec(client: "TFPSClient", pod: str, ns: str, command: list[str], timeout: 
             raise NoExports(missing)
         raise ClientError(f'{" ".join(command)} in reader pod "{pod}" exited {code}: {text}')
     return out.getvalue()
+
+
+def _exit_code(status: bytes | str, pod: str) -> int | None:
+    """The exit code in the exec API's closing ``Status``; the API server's own message when the command
+    did not run at all (the node's kubelet refused or could not be reached)."""
+    import yaml
+
+    doc = yaml.safe_load(status) if status else None
+    if not isinstance(doc, dict):
+        return None
+    if doc.get("status") == "Success":
+        return 0
+    causes = (doc.get("details") or {}).get("causes") or []
+    if doc.get("reason") == "NonZeroExitCode":
+        code = next((c.get("message") for c in causes if c.get("reason") == "ExitCode"), "1")
+        return int(code) if str(code).isdigit() else 1
+    raise ApiError(int(doc.get("code") or 0), doc.get("reason") or "ExecFailed", str(doc.get("message", "")).strip(),
+                   f'exec in reader pod "{pod}"')
 
 
 def _delete_pod(client: "TFPSClient", pod: str, ns: str) -> None:
