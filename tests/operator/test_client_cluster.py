@@ -161,6 +161,8 @@ def test_logs_say_why_the_api_server_has_none(client, kube, operator, cli):
     assert 'logs of pod "j-chief-0"' in str(e.value) and ":10250/containerLogs/" in str(e.value), str(e.value)
     code, _, err = cli("logs", "j", "--role", "worker", "--index", "1")
     assert code == 1 and 'logs of pod "j-worker-1"' in err
+    code, _, err = cli("logs", "j", "-f")
+    assert code == 1 and 'logs of pod "j-chief-0"' in err and ":10250/containerLogs/" in err
     code, _, err = cli("logs", "j", "--role", "worker", "--index", "7")
     assert code == 3 and "no pod j-worker-7" in err
     code, _, err = cli("logs", "nope")

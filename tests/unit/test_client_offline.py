@@ -186,3 +186,12 @@ def test_cli_usage_errors_exit_2_before_contacting_a_cluster(capsys):
 def test_cli_without_a_usable_kubeconfig_says_so(capsys, tmp_path):
     assert tfps(["get", "--kubeconfig", str(tmp_path / "none")]) == 1
     assert f"cannot use kubeconfig {tmp_path / 'none'}" in capsys.readouterr().err
+
+
+def test_events_of_a_job_are_those_of_its_own_children_only():
+    from tfps_operator.client.jobs import _is_child
+
+    assert _is_child("j", "Pod", "j-chief-0") and _is_child("j", "Pod", "j-export-x7k2p") and _is_child("j", "Job", "j-export")
+    assert _is_child("j", "Service", "j") and _is_child("j", "PersistentVolumeClaim", "j-storage")
+    assert not _is_child("j", "Pod", "j-2-chief-0") and not _is_child("j", "Pod", "j-ps-chief-0")
+    assert not _is_child("j", "PSTrainingJob", "j-2") and not _is_child("j", "Service", "j-2")

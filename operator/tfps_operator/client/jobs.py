@@ -13,6 +13,7 @@ Synchronous, on the ``kubernetes`` library; TensorFlow is never imported. Every 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -274,16 +275,13 @@ class TFPSClient:
         return _lines(resp)
 
     def events(self, name: str, namespace: str | None = None, children: bool = True) -> list[JobEvent]:
-        """Events about the job and (``children``) the objects named after it, oldest first."""
+        """Events about the job and (``children``) the objects it owns, by their names, oldest first."""
         ns = self._ns(namespace)
         out = self._call(f'list events in namespace "{ns}"', self.core.list_namespaced_event, ns)
         found = []
         for e in out.items:
             obj = e.involved_object
-            ours = obj.name == name and obj.kind == "PSTrainingJob"
-            if children and not ours:
-                ours = obj.name.startswith(f"{name}-") or (obj.name == name and obj.kind in ("Service", "NetworkPolicy"))
-            if not ours:
+            if not (obj.kind == "PSTrainingJob" and obj.name == name) and not (children and _is_child(name, obj.kind, obj.name)):
                 continue
             when = e.last_timestamp or e.event_time or e.first_timestamp or (e.metadata.creation_timestamp if e.metadata else None)
             found.append(JobEvent(time=when, type=e.type or "", reason=e.reason or "", object=f"{obj.kind}/{obj.name}",
@@ -322,6 +320,20 @@ def _reached(job: PSTrainingJob, phases: set[str], condition: str | None, condit
         return True
     if condition is not None:
         return any(c.type == condition and c.status == condition_status for c in st.conditions)
+    return False
+
+
+def _is_child(job: str, kind: str, name: str) -> bool:
+    """Whether ``kind/name`` is named as one of ``job``'s children (not those of a job ``<job>-x``)."""
+    if kind in ("Service", "NetworkPolicy"):
+        return name == names.service_name(job)
+    if kind == "PersistentVolumeClaim":
+        return name == names.pvc_name(job)
+    if kind == "Job":
+        return name in (names.export_job_name(job), names.preflight_job_name(job))
+    if kind == "Pod":
+        e = re.escape(job)
+        return bool(re.fullmatch(rf"{e}-(chief|ps|worker|evaluator)-\d+|{e}-(export|preflight)-[a-z0-9]{{5}}|{e}-artifacts-[0-9a-f]+", name))
     return False
 
 
