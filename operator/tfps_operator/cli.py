@@ -7,6 +7,7 @@
     tfps validate   check job files client-side (tfps_operator.api.validate)
     tfps submit     apply a job file to the cluster, with --code DIR as a ConfigMap (tfps_operator.submit)
     tfps convert    a Kubeflow TFJob as a PSTrainingJob in script mode (tfps_operator.convert)
+    tfps get|describe|wait|logs|artifacts   read and watch jobs on a cluster (tfps_operator.client.cli_verbs)
 """
 
 from __future__ import annotations
@@ -57,11 +58,19 @@ def _parser() -> argparse.ArgumentParser:
     conv = sub.add_parser("convert", help="print the PSTrainingJob (script mode) equivalent of a Kubeflow TFJob")
     conv.add_argument("file", help="TFJob YAML (kubeflow.org/v1)")
     conv.add_argument("--strict", action="store_true", help="exit 1 when any field could not be carried over")
+
+    from .client.cli_verbs import register as register_job_verbs
+
+    register_job_verbs(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "verb_main", None) is not None:
+        from .client.cli_verbs import main as run_verb
+
+        return run_verb(args)
     if args.command == "operator":
         from .runner import main as run_operator
 

@@ -168,6 +168,7 @@ class Controller:
             if self.jobs.get(key) is state:
                 del self.jobs[key]
             metrics.set_phase(key, None)
+            metrics.forget_job(key)
 
     @staticmethod
     async def _await_finalizer(body: Mapping[str, Any], state: _JobState, stopped: Any) -> None:
@@ -300,6 +301,10 @@ class Controller:
             return 0.0 if state.written is not None else None
         key = f"{namespace}/{name}"
         metrics.set_phase(key, plan.status.phase)
+        metrics.set_job(key, plan.status, (body["spec"].get("training") or {}).get("steps"))
+        if outcome.status_written:
+            for fmt, result in metrics.export_outcomes(current, plan.status):
+                metrics.EXPORT_ARTIFACTS.labels(format=fmt, result=result).inc()
         for role in plan.recreated:
             metrics.POD_RESTARTS.labels(role=role).inc()
         if plan.job_restarted:

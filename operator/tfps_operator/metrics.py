@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
-from .api.models import Phase
+from .api.models import Phase, PSTrainingJobStatus
 
 PHASES: tuple[str, ...] = Phase.__args__  # type: ignore[attr-defined]
 
@@ -19,6 +19,27 @@ PROGRESS_POLLS = Counter("tfps_progress_polls_total",
                          "Polls of a Running job's chief progress endpoint by the progress monitor, by result "
                          "(ok: status written, unchanged, no_chief, unreachable, invalid, error)", ["result"])
 
+EXPORT_ARTIFACTS = Counter("tfps_export_artifacts_total",
+                           "Export outcomes per requested artifact (passed: verified and published; failed)",
+                           ["format", "result"])
+
+# Per-job gauges from the status the operator writes (progress from the chief's endpoint, which only the
+# operator may reach): what a dashboard plots per job. Removed when the job is deleted.
+# Not ``namespace``/``job``: Prometheus sets those on every scraped series (the operator's own namespace,
+# the scrape job) and would rename ours to exported_namespace/exported_job.
+_JOB = ["job_namespace", "pstrainingjob"]
+JOB_STEP = Gauge("tfps_job_step", "Global training step reported by the job's chief", _JOB)
+JOB_TARGET_STEPS = Gauge("tfps_job_target_steps", "spec.training.steps of the job", _JOB)
+JOB_LOSS = Gauge("tfps_job_loss", "Latest training loss reported by the job's chief", _JOB)
+JOB_STEPS_PER_SECOND = Gauge("tfps_job_steps_per_second", "Training throughput reported by the job's chief", _JOB)
+JOB_CHECKPOINT_TIME = Gauge("tfps_job_checkpoint_timestamp_seconds", "Unix time of the job's latest checkpoint", _JOB)
+JOB_RESTART_COUNT = Gauge("tfps_job_restart_count", "status.restarts: whole-job restarts of the job so far", _JOB)
+JOB_PHASE = Gauge("tfps_job_phase", "1 for the job's current phase", [*_JOB, "phase"])
+JOB_CONDITION = Gauge("tfps_job_condition", "1 while the job's condition of this type is True, else 0 "
+                      "(Running, Succeeded, Failed, Stalled, ExportComplete, ...)", [*_JOB, "type"])
+_conditions: dict[str, set[str]] = {}
+_JOB_GAUGES = (JOB_STEP, JOB_TARGET_STEPS, JOB_LOSS, JOB_STEPS_PER_SECOND, JOB_CHECKPOINT_TIME, JOB_RESTART_COUNT)
+
 _phases: dict[str, str] = {}
 
 
@@ -30,6 +51,64 @@ def set_phase(key: str, phase: str | None) -> None:
         _phases[key] = phase
     for p in PHASES:
         JOBS.labels(phase=p).set(sum(1 for v in _phases.values() if v == p))
+
+
+def set_job(key: str, status: PSTrainingJobStatus, target_steps: int | None) -> None:
+    """The per-job gauges of job ``key`` (namespace/name) from the status just decided (no target for a
+    script-mode job that names no step count)."""
+    namespace, _, job = key.partition("/")
+    values = {
+        JOB_TARGET_STEPS: target_steps,
+        JOB_RESTART_COUNT: status.restarts,
+        JOB_STEP: status.progress.step if status.progress else None,
+        JOB_LOSS: status.progress.loss if status.progress else None,
+        JOB_STEPS_PER_SECOND: status.progress.steps_per_second if status.progress else None,
+        JOB_CHECKPOINT_TIME: status.checkpoint.time.timestamp() if status.checkpoint and status.checkpoint.time else None,
+    }
+    for gauge, value in values.items():
+        if value is not None:
+            gauge.labels(job_namespace=namespace, pstrainingjob=job).set(value)
+    for p in PHASES:
+        JOB_PHASE.labels(job_namespace=namespace, pstrainingjob=job, phase=p).set(1.0 if status.phase == p else 0.0)
+    types = _conditions.setdefault(key, set())
+    types.update(c.type for c in status.conditions)
+    true = {c.type for c in status.conditions if c.status == "True"}
+    for t in types:
+        JOB_CONDITION.labels(job_namespace=namespace, pstrainingjob=job, type=t).set(1.0 if t in true else 0.0)
+
+
+def forget_job(key: str) -> None:
+    namespace, _, job = key.partition("/")
+    for gauge in _JOB_GAUGES:
+        try:
+            gauge.remove(namespace, job)
+        except KeyError:
+            pass
+    for p in PHASES:
+        try:
+            JOB_PHASE.remove(namespace, job, p)
+        except KeyError:
+            pass
+    for t in _conditions.pop(key, set()):
+        try:
+            JOB_CONDITION.remove(namespace, job, t)
+        except KeyError:
+            pass
+
+
+def export_outcomes(before: PSTrainingJobStatus, after: PSTrainingJobStatus) -> list[tuple[str, str]]:
+    """(format, passed|failed) of every artifact whose outcome ``after`` records and ``before`` did not:
+    what to count when a status is written (an operator restart reads the stored status as ``before``,
+    so nothing is counted twice)."""
+    def seen(st: PSTrainingJobStatus) -> set[tuple[str, str | None, str]]:
+        ex = st.export
+        if ex is None:
+            return set()
+        return ({(a.format, a.quantization, "passed") for a in ex.artifacts}
+                | {(f.format, f.quantization, "failed") for f in ex.failed})
+
+    old = seen(before)
+    return sorted((fmt, result) for fmt, q, result in seen(after) - old)
 
 
 def serve(port: int, address: str) -> None:

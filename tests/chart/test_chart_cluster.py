@@ -46,6 +46,8 @@ spec:
           type: object
           x-kubernetes-preserve-unknown-fields: true
 """
+PROMETHEUSRULE_CRD = SERVICEMONITOR_CRD.replace("servicemonitors", "prometheusrules").replace(
+    "ServiceMonitorList", "PrometheusRuleList").replace("ServiceMonitor", "PrometheusRule").replace("servicemonitor", "prometheusrule")
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +63,8 @@ def test_every_rendered_object_passes_server_dry_run(values: Path, helm, cluster
     if "servicemonitor" in values.name:
         kubectl("apply", "--server-side", "-f", "-", input=SERVICEMONITOR_CRD)
         kubectl("wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "--timeout=60s")
+        kubectl("apply", "--server-side", "-f", "-", input=PROMETHEUSRULE_CRD)
+        kubectl("wait", "--for=condition=Established", "crd/prometheusrules.monitoring.coreos.com", "--timeout=60s")
     release_ns = make_namespace()
     sets = []
     if "namespaced" in values.name:

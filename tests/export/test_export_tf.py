@@ -103,6 +103,23 @@ def test_linear_example_exports_every_format_verified(linear_job):
     assert not [p for p in (root / "exports").iterdir() if p.name.startswith(".tmp-")]
 
 
+def test_report_of_the_export_holds_its_figures_and_renders_in_chromium(linear_job, tmp_path):
+    from support.chromium import dump_dom, png_ink, screenshot
+    from test_report import check_figures
+
+    root, step, _job, run = linear_job
+    export_dir = root / "exports" / str(step)
+    manifest = json.loads((export_dir / "manifest.json").read_text())
+    for a in manifest["artifacts"]:
+        for o in a["verification"]["outputs"]:
+            q = o["errorQuantiles"]
+            assert q["p50"] <= q["p90"] <= q["p99"] <= q["max"] == o["maxAbsError"]
+    page = export_dir / "report.html"
+    check_figures(page.read_text(), manifest)
+    check_figures(dump_dom(page), manifest)
+    assert png_ink(screenshot(page, tmp_path / "report.png"))[2] > 0.02
+
+
 def test_linear_artifacts_rechecked_independently_against_tensorflow(linear_job):
     root, step, _job, run = linear_job
     assert run.rc == 0

@@ -16,8 +16,9 @@ Schema (``schema: tfps.dev/export-manifest/v1``; all paths relative, POSIX, no `
                                  tolerance: {maxAbs, maxRel, minArgmaxAgreement}, passed, warnings: [..],
                                  outputs: [{name, kind, maxAbsError, scale, maxRelError, bound,
                                             argmaxAgreement, decisiveSamples, accuracy?, passed,
-                                            problem?, warning?}]}}]
-                only artifacts that passed verification; the figures of each output on its own.
+                                            errorQuantiles?: {p50, p90, p99, max}, problem?, warning?}]}}]
+                only artifacts that passed verification; the figures of each output on its own;
+                errorQuantiles: the distribution over the inputs of each input's largest |error|.
     failed:     [{format, quantization, reason, message}] the requested artifacts that did not pass
                 path relative to the export directory; for a directory artifact (SavedModel)
                 ``bytes`` is the sum of its files and ``sha256`` is the SHA-256 of the text

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..config import ExportSettings, JobSettings
-from . import formats, manifest, source, verify
+from . import formats, manifest, report, source, verify
 from .errors import CANCELLED, ExportError
 from .artifact import FILE_NAMES, Artifact, label, tflite_name
 from .journal import Journal
@@ -329,6 +329,15 @@ def _keras_module(model: Any) -> Any:
     return keras
 
 
+def _write_report(stage: Path, doc: dict[str, Any]) -> None:
+    """``report.html`` beside the manifest (published with it). A convenience: if it cannot be rendered
+    the export still publishes, with a warning in the log."""
+    try:
+        report.write(stage / report.REPORT, doc)
+    except Exception:  # noqa: BLE001 - the artifacts and manifest are what the export guarantees
+        log.warning("report.html could not be written", exc_info=True)
+
+
 # --- the two entry points ---------------------------------------------------------------------------
 
 def _no_artifact(out: Outcomes) -> ExportError:
@@ -373,6 +382,7 @@ def export(settings: JobSettings, checkpoint: str | None = None, step: int | Non
             samples={"count": ex.verify_samples, "origin": prep.samples.origin, "labels": bool(prep.labels)},
         )
         manifest.write(stage / MANIFEST, doc)
+        _write_report(stage, doc)
         _check_cancelled()
         final = pub.commit(stage, ckpt_step, serving="savedmodel" in {e["format"] for e in out.passed})
         t.add("publish", t0)

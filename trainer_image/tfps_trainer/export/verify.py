@@ -153,6 +153,9 @@ class OutputFigures:
     passed: bool = True
     problem: str = ""
     warning: str = ""
+    error_quantiles: dict[str, float] | None = None
+    """Distribution over the verification inputs of each input's largest |artifact - model| (see
+    :data:`ERROR_QUANTILES`); None when an output was not finite."""
 
     @property
     def scaled_error(self) -> float:
@@ -168,6 +171,8 @@ class OutputFigures:
         }
         if self.accuracy is not None:
             doc["accuracy"] = self.accuracy
+        if self.error_quantiles is not None:
+            doc["errorQuantiles"] = self.error_quantiles
         if self.problem:
             doc["problem"] = self.problem
         if self.warning:
@@ -245,6 +250,16 @@ def judge(artifact: Artifact, ref: dict[str, np.ndarray], out: dict[str, np.ndar
     return j
 
 
+ERROR_QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "max": 1.0}
+"""Quantiles of the per-input error written to the manifest (``errorQuantiles``), drawn by report.html."""
+
+
+def error_quantiles(abs_err: np.ndarray) -> dict[str, float]:
+    """Quantiles over the inputs (axis 0) of each input's largest absolute error."""
+    per_input = abs_err.reshape(len(abs_err), -1).max(axis=1) if abs_err.ndim > 1 else abs_err
+    return {k: float(np.quantile(per_input, q)) for k, q in ERROR_QUANTILES.items()}
+
+
 def _judge_output(name: str, r: np.ndarray, o: np.ndarray, limits: Limits, quantized: bool, kind: OutputKind,
                   labels: np.ndarray | None) -> OutputFigures:
     r64, o64 = r.astype(np.float64), o.astype(np.float64)
@@ -258,6 +273,8 @@ def _judge_output(name: str, r: np.ndarray, o: np.ndarray, limits: Limits, quant
     finite = bool(np.all(np.isfinite(o64)))
     err = float(np.max(np.abs(o64 - r64))) if finite else float("inf")
     f = OutputFigures(name, kind, err, scale, bound)
+    if finite:
+        f.error_quantiles = error_quantiles(np.abs(o64 - r64))
     if not finite:
         f.passed, f.problem = False, f"{int(o.size - np.count_nonzero(np.isfinite(o64)))} NaN/Inf value(s)"
         return f

@@ -1,0 +1,136 @@
+"""Text of the job-aware ``tfps`` verbs: tables and the describe screen, from typed objects (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from ..api.models import PSTrainingJob, PSTrainingJobStatus
+from .jobs import Child, JobEvent
+
+
+def age(when: datetime | None, now: datetime) -> str:
+    """A short age like kubectl's: seconds up to 2 minutes, minutes up to 2 hours, then hours, then
+    days (``95s``, ``12m``, ``3h``, ``2d``); ``-`` when unknown."""
+    if when is None:
+        return "-"
+    s = max(0, int((now - when).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size * 2:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded like ``kubectl get`` (three spaces between)."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["   ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
+    return "\n".join(lines)
+
+
+def _num(x: float | None, fmt: str = ".4g") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+GET_HEADER = ("NAME", "PHASE", "STEP", "LOSS", "STEPS/S", "CHECKPOINT", "WORKERS", "RESTARTS", "AGE")
+
+
+def get_row(job: PSTrainingJob, now: datetime, namespace: bool = False) -> list[str]:
+    st = job.status or PSTrainingJobStatus()
+    p, c = st.progress, st.checkpoint
+    step = p.step if p and p.step is not None else (c.step if c else None)
+    ckpt = "-" if not c or c.step is None else f"{c.step} ({age(c.time, now)} ago)" if c.time else str(c.step)
+    created = (job.metadata.model_extra or {}).get("creationTimestamp")
+    row = [job.metadata.name, st.phase or "-", f"{'-' if step is None else step}/{job.spec.training.steps}",
+           _num(p.loss if p else None), _num(p.steps_per_second if p else None, ".3g"), ckpt, st.workers or "-",
+           str(st.restarts), age(_time(created), now)]
+    return ([job.metadata.namespace] if namespace else []) + row
+
+
+def get_table(jobs: Sequence[PSTrainingJob], now: datetime | None = None, namespace: bool = False) -> str:
+    now = now or datetime.now(timezone.utc)
+    header = (("NAMESPACE",) if namespace else ()) + GET_HEADER
+    return table(header, [get_row(j, now, namespace) for j in jobs])
+
+
+def _time(v: Any) -> datetime | None:
+    if isinstance(v, datetime):
+        return v
+    if isinstance(v, str) and v:
+        return datetime.fromisoformat(v.replace("Z", "+00:00"))
+    return None
+
+
+def status_artifacts_table(job: PSTrainingJob) -> str:
+    """The export as ``status.export`` records it (no volume access needed)."""
+    ex = job.status.export if job.status else None
+    rows = [[a.format, a.quantization or "-", _size(a.bytes), _num(a.max_error, ".3g"), "passed", a.path]
+            for a in (ex.artifacts if ex else [])]
+    rows += [[f.format, f.quantization or "-", "-", "-", f"FAILED {f.reason}", f.message[:80]]
+             for f in (ex.failed if ex else [])]
+    head = f"export of step {ex.step} at {ex.path}\n" if ex and ex.step is not None else ""
+    return head + table(("FORMAT", "QUANTIZATION", "SIZE", "MAX-ABS-ERROR", "VERIFICATION", "PATH"), rows)
+
+
+def manifest_table(manifest: dict[str, Any]) -> str:
+    """Every artifact of a ``manifest.json`` with its verification figures, then the failed formats."""
+    rows = []
+    for a in manifest.get("artifacts") or []:
+        v = a.get("verification") or {}
+        tol = v.get("tolerance") or {}
+        rows.append([a["format"], a.get("quantization") or "-", _size(a.get("bytes")), _num(v.get("maxAbsError"), ".3g"),
+                     _num(v.get("maxRelError"), ".3g"), _num(v.get("argmaxAgreement"), ".3f"),
+                     f"{_num(tol.get('maxAbs'), 'g')}/{_num(tol.get('maxRel'), 'g')}", str(v.get("samples", "-")),
+                     "passed" if v.get("passed") else "FAILED"])
+    for f in manifest.get("failed") or []:
+        rows.append([f["format"], f.get("quantization") or "-", "-", "-", "-", "-", "-", "-", f"FAILED {f['reason']}"])
+    head = (f"export of step {manifest.get('checkpoint', {}).get('step')} ({'complete' if manifest.get('complete') else 'INCOMPLETE'}),"
+            f" {manifest.get('samples', {}).get('count', '-')} verification samples\n")
+    return head + table(("FORMAT", "QUANTIZATION", "SIZE", "MAX-ABS-ERR", "MAX-REL-ERR", "ARGMAX-AGREE",
+                         "TOL(ABS/REL)", "SAMPLES", "VERIFICATION"), rows)
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def describe(job: PSTrainingJob, children: Sequence[Child], events: Sequence[JobEvent], now: datetime | None = None) -> str:
+    """Conditions, progress, children and events of one job, on one screen."""
+    now = now or datetime.now(timezone.utc)
+    st = job.status or PSTrainingJobStatus()
+    r = job.spec.replicas
+    p, c = st.progress, st.checkpoint
+    lines = [
+        f"Name:        {job.metadata.name}",
+        f"Namespace:   {job.metadata.namespace}",
+        f"Phase:       {st.phase or '-'}    Restarts: {st.restarts}/{job.spec.run_policy.backoff_limit}"
+        + ("    Suspended: true" if job.spec.run_policy.suspend else ""),
+        f"Model:       {job.spec.model.module}    Image: {job.spec.image or '(operator default)'}",
+        f"Replicas:    chief {r.chief.replicas}, ps {r.ps.replicas}, worker {r.worker.replicas}, evaluator {r.evaluator.replicas}"
+        + (f"    Workers ready: {st.workers}" if st.workers else ""),
+        f"Progress:    step {p.step if p and p.step is not None else '-'}/{job.spec.training.steps}, loss {_num(p.loss if p else None)},"
+        f" {_num(p.steps_per_second if p else None, '.3g')} steps/s",
+        f"Checkpoint:  " + ("-" if not c or c.step is None else f"step {c.step}, {c.path or ''} ({age(c.time, now)} ago)"),
+    ]
+    if st.export:
+        ex = st.export
+        ok = ", ".join(a.format + (f" ({a.quantization})" if a.quantization not in (None, "none") else "") for a in ex.artifacts) or "none"
+        lines.append(f"Export:      step {ex.step if ex.step is not None else '-'} at {ex.path or '-'}: {ok}"
+                     + (f"; failed: {', '.join(f.format for f in ex.failed)}" if ex.failed else ""))
+    lines += ["", "Conditions:"]
+    lines.append(table(("TYPE", "STATUS", "REASON", "AGE", "MESSAGE"),
+                       [[k.type, k.status, k.reason or "-", age(k.last_transition_time, now), k.message[:100]] for k in st.conditions])
+                 if st.conditions else "  <none>")
+    lines += ["", "Children:"]
+    lines.append(table(("KIND", "NAME", "STATUS"), [[k.kind, k.name, k.status] for k in children]) if children else "  <none>")
+    lines += ["", "Events:"]
+    lines.append(table(("TYPE", "REASON", "AGE", "OBJECT", "MESSAGE"),
+                       [[e.type, e.reason, age(e.time, now) + (f" (x{e.count})" if e.count > 1 else ""), e.object, e.message[:120]]
+                        for e in events[-20:]]) if events else "  <none>")
+    return "\n".join(lines)
