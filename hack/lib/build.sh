@@ -19,6 +19,19 @@ required_version() {
   awk -v m="$2" '$1 == m && $2 ~ /^v/ { print $2; exit }' "$1"
 }
 
+# lock_build DIR: hold an exclusive lock on DIR/.lock until this process exits, so that two `hack/cluster`
+# runs on one machine never build the same version at once (each would delete the other's wrapper module).
+# Callers check DIR's .complete marker again once they hold it: the process they waited for may have built it.
+lock_build() {
+  local dir=$1 fd
+  mkdir -p "$dir"
+  exec {fd}>"$dir/.lock"
+  if ! flock -n "$fd"; then
+    log "  another process is building $dir; waiting for it"
+    flock "$fd"
+  fi
+}
+
 # run_build COMPONENT LOGFILE CMD... : run a build step, on failure name the component and show the log tail.
 run_build() {
   local comp=$1 logf=$2; shift 2
@@ -35,6 +48,7 @@ run_build() {
 build_k8s() {
   local dir="$TFPS_CACHE/k8s/$K8S_VERSION" mod
   [[ -f $dir/bin/.complete ]] && return 0
+  lock_build "$dir"; [[ -f $dir/bin/.complete ]] && return 0
   log "building Kubernetes $K8S_VERSION + etcd into $dir/bin (once per version; this takes a while)"
   mkdir -p "$dir" && rm -rf "$dir"/wrapper.* && mod=$(mktemp -d "$dir/wrapper.XXXXXX")
   local logf="$dir/build.log" kgomod minor etcdv t0=$SECONDS
@@ -104,6 +118,7 @@ build_simple() {
   local comp=$1 module=$2 ver=$3 pkg=$4 extra_ld=$5
   local dir="$TFPS_CACHE/$comp/$ver" mod logf t0=$SECONDS
   [[ -f $dir/bin/.complete ]] && return 0
+  lock_build "$dir"; [[ -f $dir/bin/.complete ]] && return 0
   log "building $comp $ver ($pkg) into $dir/bin"
   mkdir -p "$dir" && rm -rf "$dir"/wrapper.* && mod=$(mktemp -d "$dir/wrapper.XXXXXX"); logf="$dir/build.log"; : >"$logf"
   printf 'module tfps.local/%sbuild\n\ngo 1.26\n\nrequire %s %s\n' "$comp" "$module" "$ver" >"$mod/go.mod"

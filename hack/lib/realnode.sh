@@ -9,6 +9,7 @@ COREDNS_VERSION="${TFPS_COREDNS_VERSION:-v1.14.7}"   # github.com/coredns/coredn
 build_kubelet() {
   local dir="$TFPS_CACHE/kubelet/$K8S_VERSION" mod logf kgomod minor t0=$SECONDS
   [[ -f $dir/bin/.complete ]] && return 0
+  lock_build "$dir"; [[ -f $dir/bin/.complete ]] && return 0
   log "building kubelet $K8S_VERSION into $dir/bin (once per version)"
   mkdir -p "$dir" && rm -rf "$dir"/wrapper.* && mod=$(mktemp -d "$dir/wrapper.XXXXXX"); logf="$dir/build.log"; : >"$logf"
   kgomod=$(go_mod_file "k8s.io/kubernetes@$K8S_VERSION") || { echo "!! cannot fetch k8s.io/kubernetes@$K8S_VERSION" >&2; return 1; }
@@ -42,6 +43,7 @@ coredns_key() { printf '%s %s\n' "$COREDNS_VERSION" "${COREDNS_PLUGINS[*]}"; }
 build_coredns() {
   local dir="$TFPS_CACHE/coredns/$COREDNS_VERSION" mod logf t0=$SECONDS p
   [[ -f $dir/bin/.complete && $(<"$dir/bin/.complete") == "$(coredns_key)" ]] && return 0
+  lock_build "$dir"; [[ -f $dir/bin/.complete && $(<"$dir/bin/.complete") == "$(coredns_key)" ]] && return 0
   log "building CoreDNS $COREDNS_VERSION with plugins: ${COREDNS_PLUGINS[*]} into $dir/bin"
   mkdir -p "$dir" && rm -rf "$dir"/wrapper.* && mod=$(mktemp -d "$dir/wrapper.XXXXXX"); logf="$dir/build.log"; : >"$logf"
   printf 'module tfps.local/corednsbuild\n\ngo 1.26\n\nrequire github.com/coredns/coredns %s\n' "$COREDNS_VERSION" >"$mod/go.mod"
