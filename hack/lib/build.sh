@@ -140,6 +140,7 @@ build_module_main() {
   local comp=$1 module=$2 ver=$3 extra_ld=$4 replaces=$5 r; shift 5
   local dir="$TFPS_CACHE/$comp/$ver" src mod logf t0=$SECONDS
   [[ -f $dir/bin/.complete ]] && return 0
+  lock_build "$dir"; [[ -f $dir/bin/.complete ]] && return 0
   log "building $comp $ver ($*) into $dir/bin (once per version)"
   mkdir -p "$dir" && rm -rf "$dir"/wrapper.* && mod=$(mktemp -d "$dir/wrapper.XXXXXX"); logf="$dir/build.log"; : >"$logf"
   src=$(go mod download -json "$module@$ver" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error","no Dir")))') \
