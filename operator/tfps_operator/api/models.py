@@ -455,7 +455,9 @@ class SchedulingPolicy(_Model):
         "Pods that must be placeable together before any is bound (the PodGroup's minMember). Between "
         "chief + ps (the job cannot run without them) and every pod of the job; default: every pod."))
     queue: str | None = Field(default=None, min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-                              description="Kueue LocalQueue of the job (the kueue.x-k8s.io/queue-name label).")
+                              description=(
+                              "Kueue LocalQueue of the job (the kueue.x-k8s.io/queue-name label). Validated, "
+                              "not acted on yet: the operator has no Kueue integration so far."))
     priority_class: str | None = Field(default=None, min_length=1, max_length=253, description=(
         "PriorityClass of every pod of the job (a replica template's priorityClassName wins); a gang "
         "scheduler orders pod groups by it."))
