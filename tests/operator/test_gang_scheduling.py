@@ -82,7 +82,8 @@ def bound(kube: Cluster, job: str) -> list[str]:
 
 def test_gang_scheduling_runs_one_job_whole_and_binds_nothing_of_the_other_until_it_finishes(
         kube: Cluster, pool: dict[str, Any], start_operator: Callable[..., OperatorProcess]) -> None:
-    start_operator(kube.ns, extra_env={"TFPS_GANG_SCHEDULER_NAME": GANG_SCHEDULER})
+    gang_env = {"TFPS_GANG_SCHEDULER_NAME": GANG_SCHEDULER}
+    op = start_operator(kube.ns, extra_env=gang_env)
     kube.create_job(contended_job("a", pool["template"]))
     kube.create_job(contended_job("b", pool["template"]))
 
@@ -112,6 +113,17 @@ def test_gang_scheduling_runs_one_job_whole_and_binds_nothing_of_the_other_until
     assert waiting["reason"] == "WaitingForGang" and f"minMember {PODS_PER_JOB}" in waiting["message"], waiting
     assert kube.status(second)["phase"] == "Pending"
     assert kube.condition(first, "GangScheduled")["status"] == "True"
+
+    # An operator killed and restarted now duplicates and changes nothing.
+    before = {j: sorted(p["metadata"]["uid"] for p in kube.trainer_pods(j).values()) for j in ("a", "b")}
+    groups = {j: pod_group(kube, j)["metadata"]["uid"] for j in ("a", "b")}
+    op.kill()
+    start_operator(kube.ns, extra_env=gang_env)
+    time.sleep(10)
+    assert {j: sorted(p["metadata"]["uid"] for p in kube.trainer_pods(j).values()) for j in ("a", "b")} == before
+    assert {j: pod_group(kube, j)["metadata"]["uid"] for j in ("a", "b")} == groups
+    assert len(kube.custom.list_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", kube.ns, "podgroups")["items"]) == 2
+    assert bound(kube, second) == []
 
     kube.finish_pod(f"{first}-chief-0", "Succeeded", 0)
     kube.wait_phase(first, "Succeeded", timeout=30)
