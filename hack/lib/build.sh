@@ -182,7 +182,7 @@ build_all() {
   # The gang scheduler: scheduler-plugins' kube-scheduler with the Coscheduling plugin, and its
   # controller (PodGroup status: phase, scheduled/running counts).
   build_module_main scheduler-plugins sigs.k8s.io/scheduler-plugins "$SCHED_PLUGINS_VERSION" \
-    "-X k8s.io/component-base/version.gitVersion=$SCHED_PLUGINS_VERSION" "$SCHED_PLUGINS_REPLACES" \
+    "-X k8s.io/component-base/version.gitVersion=$SCHED_PLUGINS_K8S_VERSION" "$SCHED_PLUGINS_REPLACES" \
     ./cmd/scheduler ./cmd/controller \
     || die "build of scheduler-plugins $SCHED_PLUGINS_VERSION failed (see above)"
 }

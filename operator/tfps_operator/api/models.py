@@ -499,14 +499,11 @@ class PSTrainingJobSpec(_Model):
         cel(f"!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
             f" || self.runPolicy.schedulingPolicy.minAvailable <= {_PODS}",
             "must not exceed the job's pods (chief + ps + worker + evaluator replicas)",
-            ".runPolicy.schedulingPolicy.minAvailable",
-            f"'must not exceed ' + string({_PODS}) + ', the pods of the job (chief + ps + worker + evaluator replicas)'"),
+            ".runPolicy.schedulingPolicy.minAvailable"),
         cel("!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
             " || self.runPolicy.schedulingPolicy.minAvailable >= self.replicas.chief.replicas + self.replicas.ps.replicas",
             "must be at least chief + ps replicas: the job cannot train without its chief and every parameter server",
-            ".runPolicy.schedulingPolicy.minAvailable",
-            "'must be at least ' + string(self.replicas.chief.replicas + self.replicas.ps.replicas) + "
-            "' (chief + ps replicas): the job cannot train without its chief and every parameter server'"),
+            ".runPolicy.schedulingPolicy.minAvailable"),
     ))
 
     image: str | None = Field(default=None, max_length=1024, description="Trainer image; the operator's default when empty.")
