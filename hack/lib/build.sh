@@ -132,6 +132,30 @@ build_simple() {
   log "  built $comp $ver in $((SECONDS - t0))s"
 }
 
+# build_module_main COMPONENT MODULE VERSION LDFLAGS REPLACES PKG... : Go commands built INSIDE their own
+# module (a copy of its source from the module cache), so its go.mod replace directives and go.sum apply
+# as upstream builds it. For modules whose go.mod pins k8s.io staging repos by replace (scheduler-plugins).
+# REPLACES: space-separated MODULE=MODULE@VERSION added to that go.mod (a pin the proxy does not serve).
+build_module_main() {
+  local comp=$1 module=$2 ver=$3 extra_ld=$4 replaces=$5 r; shift 5
+  local dir="$TFPS_CACHE/$comp/$ver" src mod logf t0=$SECONDS
+  [[ -f $dir/bin/.complete ]] && return 0
+  lock_build "$dir"; [[ -f $dir/bin/.complete ]] && return 0
+  log "building $comp $ver ($*) into $dir/bin (once per version)"
+  mkdir -p "$dir" && rm -rf "$dir"/wrapper.* && mod=$(mktemp -d "$dir/wrapper.XXXXXX"); logf="$dir/build.log"; : >"$logf"
+  src=$(go mod download -json "$module@$ver" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error","no Dir")))') \
+    || { echo "!! cannot fetch $module@$ver from the module proxy" >&2; return 1; }
+  cp -r "$src/." "$mod/" && chmod -R u+w "$mod"
+  for r in $replaces; do ( cd "$mod" && go mod edit -replace="$r" ) || return 1; done
+  ( cd "$mod" && run_build "$comp (go build)" "$logf" go build -mod=mod -trimpath -ldflags="-s -w $extra_ld" -o "$mod/out/" "$@" ) || return 1
+  rm -rf "${dir:?}/bin" && mv "$mod/out" "$dir/bin"
+  rm -rf "${dir:?}/manifests" && mv "$mod/manifests" "$dir/manifests"   # CRDs and sample configs of that version
+  echo "$module $ver; $(go version)" >"$dir/bin/VERSIONS"
+  rm -rf "$mod"
+  touch "$dir/bin/.complete"
+  log "  built $comp $ver in $((SECONDS - t0))s"
+}
+
 # kwok_stages: kwok's own default Stage objects (what `kwokctl` loads: node-initialize,
 # node-heartbeat-with-lease, pod-ready, pod-complete, pod-delete), copied from the kwok module.
 kwok_stages() {
@@ -155,4 +179,10 @@ build_all() {
   kwok_stages || die "could not assemble kwok's default stages for $KWOK_VERSION"
   build_simple helm helm.sh/helm/v4 "$HELM_VERSION" helm.sh/helm/v4/cmd/helm \
     "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" || die "build of helm $HELM_VERSION failed (see above)"
+  # The gang scheduler: scheduler-plugins' kube-scheduler with the Coscheduling plugin, and its
+  # controller (PodGroup status: phase, scheduled/running counts).
+  build_module_main scheduler-plugins sigs.k8s.io/scheduler-plugins "$SCHED_PLUGINS_VERSION" \
+    "-X k8s.io/component-base/version.gitVersion=$SCHED_PLUGINS_K8S_VERSION" "$SCHED_PLUGINS_REPLACES" \
+    ./cmd/scheduler ./cmd/controller \
+    || die "build of scheduler-plugins $SCHED_PLUGINS_VERSION failed (see above)"
 }

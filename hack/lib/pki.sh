@@ -86,6 +86,7 @@ ensure_pki() {
     "kube-scheduler-client system:kube-scheduler - client" \
     "admin tfps-admin system:masters client" \
     "kwok kwok-controller system:masters client" \
+    "scheduler-plugins-client system:scheduler-plugins - client" \
     "front-proxy-client front-proxy-client - client front-proxy-ca"; do
     # shellcheck disable=SC2086  # deliberate word splitting of the spec
     set -- $spec
@@ -95,7 +96,8 @@ ensure_pki() {
   done
   local kc
   for kc in "kube-controller-manager kube-controller-manager-client system:kube-controller-manager" \
-    "kube-scheduler kube-scheduler-client system:kube-scheduler" "kwok kwok kwok-controller"; do
+    "kube-scheduler kube-scheduler-client system:kube-scheduler" "kwok kwok kwok-controller" \
+    "scheduler-plugins scheduler-plugins-client system:scheduler-plugins"; do
     # shellcheck disable=SC2086
     set -- $kc
     if (( made )) || [[ ! -s $PKI/$1.kubeconfig ]] || ! grep -q "server: $SERVER\$" "$PKI/$1.kubeconfig"; then

@@ -76,7 +76,7 @@ stop_group() {
 
 # stop_all : stop every component we started: clients first, then the apiserver, then etcd
 stop_all() {
-  stop_group kwok kube-scheduler kube-controller-manager
+  stop_group gang-scheduler podgroup-controller kwok kube-scheduler kube-controller-manager
   stop_group kube-apiserver
   stop_group etcd
 }

@@ -4,4 +4,11 @@
 K8S_VERSION="${TFPS_K8S_VERSION:-v1.37.2}"   # k8s.io/kubernetes; etcd version is read from its go.mod
 KWOK_VERSION="${TFPS_KWOK_VERSION:-v0.8.0}"  # sigs.k8s.io/kwok
 HELM_VERSION="${TFPS_HELM_VERSION:-v4.3.2}"  # helm.sh/helm/v4
+SCHED_PLUGINS_VERSION="${TFPS_SCHED_PLUGINS_VERSION:-v0.34.7}"  # sigs.k8s.io/scheduler-plugins (gang: Coscheduling)
+# The proxy does not serve k8s.io/csi-translation-lib v0.34.7 (scheduler-plugins v0.34.7 pins it), nor v0.34.6: an
+# earlier patch release instead (v0.34.5), a small library of in-tree volume-plugin name translation.
+# The Kubernetes version scheduler-plugins $SCHED_PLUGINS_VERSION builds on (its go.mod's k8s.io/kubernetes): the
+# binary's version as component-base sees it (a v0.x there fails its emulation-version check at start).
+SCHED_PLUGINS_K8S_VERSION="${TFPS_SCHED_PLUGINS_K8S_VERSION:-v1.34.7}"
+SCHED_PLUGINS_REPLACES="k8s.io/csi-translation-lib=k8s.io/csi-translation-lib@v0.34.5"
 TFPS_CACHE="${TFPS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfps}"

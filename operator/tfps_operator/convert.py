@@ -18,10 +18,11 @@ What maps (TFJob field -> PSTrainingJob field):
   ``automountServiceAccountToken``, ``initContainers``, ``volumes``, ``securityContext``, and the
   template's labels and annotations; ``schedulerName`` -> ``runPolicy.schedulerName``.
 - ``runPolicy``: ``cleanPodPolicy`` (TFJob default Running), ``backoffLimit``, ``activeDeadlineSeconds``,
-  ``ttlSecondsAfterFinished``, ``suspend``.
+  ``ttlSecondsAfterFinished``, ``suspend``; ``schedulingPolicy``'s ``minAvailable``, ``priorityClass`` and
+  ``scheduleTimeoutSeconds`` (gang scheduling, when the operator has it enabled).
 
-Not carried over (named): ``runPolicy.schedulingPolicy`` (gang scheduling, a separate feature of this
-project), ``runPolicy.managedBy``, ``successPolicy``, ``enableDynamicWorker``, containers other than
+Not carried over (named): ``schedulingPolicy.queue`` (no Kueue integration yet) and ``minResources``,
+``runPolicy.managedBy``, ``successPolicy``, ``enableDynamicWorker``, containers other than
 ``tensorflow`` (sidecars), and every other pod or container field (``workingDir``, probes, ``ports``
 other than tfjob-port, ``hostNetwork``...). Refused (no job printed): not a TFJob, no Chief/Master
 (a ParameterServerStrategy job needs its coordinator), a replica type this project does not have, no
@@ -57,8 +58,12 @@ RUN_POLICY_FIELDS = {"cleanPodPolicy": "cleanPodPolicy", "backoffLimit": "backof
                      "activeDeadlineSeconds": "activeDeadlineSeconds",
                      "ttlSecondsAfterFinished": "ttlSecondsAfterFinished", "suspend": "suspend"}
 RUN_POLICY_NOT_CARRIED = {
-    "schedulingPolicy": "gang scheduling (minAvailable, queue, priorityClass...) is not carried over by tfps convert",
     "managedBy": "no external controller hand-off here",
+}
+SCHEDULING_FIELDS = ("minAvailable", "priorityClass", "scheduleTimeoutSeconds")
+SCHEDULING_NOT_CARRIED = {
+    "queue": "no Kueue integration here yet (a queue would be accepted and not acted on)",
+    "minResources": "the PodGroup's minResources is not set by this operator (minMember only)",
 }
 POD_FIELDS = {"nodeSelector": "nodeSelector", "tolerations": "tolerations", "affinity": "affinity",
               "topologySpreadConstraints": "topologySpreadConstraints", "priorityClassName": "priorityClassName",
@@ -278,6 +283,14 @@ def convert(doc: dict[str, Any]) -> Conversion:
     for k, v in (spec.get("runPolicy") or {}).items():
         if k in RUN_POLICY_FIELDS:
             run_policy[RUN_POLICY_FIELDS[k]] = v
+        elif k == "schedulingPolicy":
+            carried = {f: v[f] for f in SCHEDULING_FIELDS if f in v}
+            if carried:
+                run_policy["schedulingPolicy"] = carried
+            for f in v:
+                if f not in SCHEDULING_FIELDS:
+                    conv.not_carried.append(NotCarried(f"spec.runPolicy.schedulingPolicy.{f}",
+                                                       SCHEDULING_NOT_CARRIED.get(f, "not a schedulingPolicy field here")))
         else:
             conv.not_carried.append(NotCarried(f"spec.runPolicy.{k}", RUN_POLICY_NOT_CARRIED.get(k, "not a runPolicy field here")))
     if len(schedulers) == 1:

@@ -2,7 +2,8 @@
 
 * one daemon per PSTrainingJob runs its reconcile loop (:class:`~tfps_operator.controller.Controller`);
 * one more per Running job polls its chief's progress (:class:`~tfps_operator.monitor.ProgressMonitor`);
-* indexes of the operator's children (pods, export Jobs, Services, NetworkPolicies, PVCs), reduced
+* indexes of the operator's children (pods, export Jobs, Services, NetworkPolicies, PVCs, and
+  PodGroups when gang scheduling is on: :func:`register_gang_handlers`), reduced
   to small observations and keyed by (namespace, job), are what those loops read instead of the API
   server (:mod:`tfps_operator.kube.watched`); Kopf fills them before any daemon starts;
 * read-only event handlers on the job and its children wake that loop. Indexes and event handlers
@@ -22,12 +23,13 @@ import kopf
 
 from .api.models import GROUP, PLURAL, VERSION
 from .build import labels as L
+from .build import podgroup
 from .controller import Controller
 from .kube.client import Kube
 from .kube.watched import ChildRef, JobKey, Views, child_ref
 from .monitor import ProgressMonitor
 from .reconcile.observed import BatchJobObs, PodObs, batch_job_obs, pod_obs
-from .settings import FINALIZER, PREFIX
+from .settings import FINALIZER, PREFIX, OperatorSettings
 
 MANAGED = {"app.kubernetes.io/managed-by": L.MANAGED_BY}
 WATCHED_CHILDREN = (("v1", "pods"), ("batch/v1", "jobs"), ("v1", "services"), ("v1", "persistentvolumeclaims"),
@@ -46,7 +48,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: lo
     settings.peering.lifetime = ours.peering_lifetime
     # Filter pods and Jobs on the server: only the operator's own children are ever sent to it.
     selector = ",".join(f"{k}={v}" for k, v in MANAGED.items())
-    for resource in WATCHED_CHILDREN:
+    for resource in WATCHED_CHILDREN + ((podgroup.API_VERSION, "podgroups"),):
         settings.watching.label_selectors[resource] = selector
     kube = await Kube.connect(lambda: credentials(settings, memo), timeout=ours.api_timeout_seconds,
                               connect_timeout=ours.api_connect_timeout_seconds)
@@ -117,9 +119,25 @@ async def claims_by_job(namespace: str, labels: dict[str, str], body: kopf.Body,
     return {key: child_ref("PersistentVolumeClaim", body)} if key else None
 
 
+async def pod_groups_by_job(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, ChildRef] | None:
+    key = _key(namespace, labels)
+    return {key: child_ref(podgroup.KIND, body)} if key else None
+
+
+def register_gang_handlers(settings: OperatorSettings) -> None:
+    """The PodGroup index and wake-up, only when the operator gang-schedules: without it the
+    PodGroup CRD may not exist and the chart grants no access to PodGroups."""
+    if not podgroup.gang_enabled(settings.build):
+        return
+    group, version = podgroup.API_VERSION.split("/")
+    kopf.index(group, version, "podgroups", labels=MANAGED, id="pod_groups_by_job")(pod_groups_by_job)
+    kopf.on.event(group, version, "podgroups", labels=MANAGED, id="pod_group_event")(_child_event(podgroup.KIND))
+
+
 def _views(kw: dict[str, Any]) -> Views:
+    pod_groups = (kw["pod_groups_by_job"],) if "pod_groups_by_job" in kw else ()
     return Views(pods=kw["pods_by_job"], export_jobs=kw["export_jobs_by_job"],
-                 children=(kw["services_by_job"], kw["network_policies_by_job"], kw["claims_by_job"]))
+                 children=(kw["services_by_job"], kw["network_policies_by_job"], kw["claims_by_job"], *pod_groups))
 
 
 # --- the loops ------------------------------------------------------------------------------------

@@ -69,7 +69,9 @@ def main(args: Any) -> int:
         os.environ["KUBECONFIG"] = s.kubeconfig  # Kopf's own login reads it
     _configure_logging(s)
     metrics.serve(s.metrics_port, s.bind_address)
-    from . import handlers  # noqa: F401  (registers the handlers)
+    from . import handlers  # registers the handlers
+
+    handlers.register_gang_handlers(s)
 
     log.info("starting: namespaces=%s peering=%s health=%s:%d metrics=%s:%d",
              list(s.namespaces) or "all", s.peering or "standalone", s.bind_address, s.health_port,

@@ -39,6 +39,9 @@ class BuildConfig:
     operator_pod_labels: Mapping[str, str] = field(default_factory=lambda: dict(OPERATOR_POD_LABELS))
     run_as_user: int = 1000
     """Default uid/gid of trainer pods (the trainer image's non-root user)."""
+    gang_scheduler_name: str | None = None
+    """schedulerName of the gang scheduler (scheduler-plugins' Coscheduling profile), or None: no gang
+    scheduling. When set, every job gets a PodGroup and its trainer pods join it and use that scheduler."""
     stall_seconds: float | None = DEFAULT_STALL_SECONDS
     """Default bound of the stall rule (reconcile/stall.py) when a job sets no
     ``runPolicy.stallSeconds``; None or 0 = off. Read by the reconciler, not the builders."""
@@ -162,6 +165,7 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
             progress_port=int(env.get("TFPS_PROGRESS_PORT", DEFAULT_PROGRESS_PORT)),
             operator_namespace_labels=ns_labels,
             operator_pod_labels=pod_labels,
+            gang_scheduler_name=env.get("TFPS_GANG_SCHEDULER_NAME", "").strip() or None,
             stall_seconds=(None if env.get("TFPS_STALL_SECONDS", "").strip() in ("0", "0.0")
                            else _positive("TFPS_STALL_SECONDS", env.get("TFPS_STALL_SECONDS", DEFAULT_STALL_SECONDS))),
         ),

@@ -36,6 +36,8 @@ EXPECTED_NAMESPACED: set[Triple] = (
     | _triples("batch", "jobs", "get", "list", "watch", "create", "delete")
     | _triples("", "events", "create")
 )
+EXPECTED_GANG: set[Triple] = _triples("scheduling.x-k8s.io", "podgroups", "get", "list", "watch", "create")
+"""Added to the namespaced permissions by gangScheduling.enabled (a PodGroup per job)."""
 _CRDS = _triples("apiextensions.k8s.io", "customresourcedefinitions", "list", "watch")
 EXPECTED_CLUSTER_SCOPED: dict[str, set[Triple]] = {
     "clusterwide": _CRDS,

@@ -22,7 +22,7 @@ VALUES_IDS = [p.name.removesuffix("-values.yaml") for p in CI_VALUES]
 
 
 def test_ci_values_cover_the_supported_configurations():
-    assert set(VALUES_IDS) >= {"clusterwide", "namespaced", "servicemonitor", "custom-image"}
+    assert set(VALUES_IDS) >= {"clusterwide", "namespaced", "servicemonitor", "custom-image", "gang"}
 
 
 def test_chart_crd_is_the_generated_crd():
@@ -113,6 +113,8 @@ def test_chart_sets_only_settings_the_operator_reads(values: Path):
     assert s.build.default_image == env["TFPS_DEFAULT_IMAGE"]
     assert s.peering == (vals.get("operator", {}).get("peering") or None)
     assert s.build.operator_namespace_labels == {"kubernetes.io/metadata.name": "tfps-system"}
+    gang = vals.get("gangScheduling", {})
+    assert s.build.gang_scheduler_name == (gang.get("schedulerName") if gang.get("enabled") else None)
 
 
 def _no_wildcards_or_secrets(rules: list[dict]):
@@ -174,6 +176,20 @@ def test_peering_adds_exactly_the_peering_rules():
     (role,) = by_kind(objs, "Role")
     assert {(g, v) for g, r, v in rule_set(role["rules"]) if r == "kopfpeerings"} == {
         ("kopf.dev", v) for v in ("list", "watch", "patch")}
+
+
+@needs_helm
+def test_gang_scheduling_adds_exactly_the_podgroup_rules_and_only_when_enabled():
+    from .rbac import EXPECTED_GANG
+
+    base = rule_set(one(objects(template(HELM).stdout), "ClusterRole")["rules"])
+    assert not any(g == "scheduling.x-k8s.io" for g, _, _ in base)
+    gang = rule_set(one(objects(template(HELM, CHART / "ci" / "gang-values.yaml").stdout), "ClusterRole")["rules"])
+    assert gang - base == EXPECTED_GANG
+    objs = objects(template(HELM, CHART / "ci" / "gang-values.yaml", sets=["watchNamespaces={ml}"]).stdout)
+    (role,) = by_kind(objs, "Role")
+    assert {t for t in rule_set(role["rules"]) if t[0] == "scheduling.x-k8s.io"} == EXPECTED_GANG
+    assert "TFPS_GANG_SCHEDULER_NAME" not in container_env(one(objects(template(HELM).stdout), "Deployment"))
 
 
 @needs_helm

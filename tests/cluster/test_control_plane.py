@@ -283,3 +283,33 @@ def test_pod_annotated_status_custom_is_left_to_the_test(k8s, namespace, wait_un
     core.delete_namespaced_pod("held", namespace, grace_period_seconds=0)
     wait_until(lambda: _status_code(lambda: core.read_namespaced_pod("held", namespace)) == 404,
                timeout=30, what="pod held deleted")
+
+
+def test_gang_scheduler_binds_a_pod_group_only_when_min_member_pods_exist(k8s, namespace, wait_until) -> None:
+    """scheduler-plugins' Coscheduling, as hack/cluster runs it: a PodGroup of minMember 2 with one pod
+    binds nothing (and the pod says why); the second pod lets both bind; its controller reports the group."""
+    core, custom = client.CoreV1Api(k8s), client.CustomObjectsApi(k8s)
+    custom.create_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": "g"}, "spec": {"minMember": 2}})
+
+    def member(name: str) -> client.V1Pod:
+        return client.V1Pod(metadata=client.V1ObjectMeta(name=name, labels={"scheduling.x-k8s.io/pod-group": "g"}),
+                            spec=client.V1PodSpec(containers=[_container()], scheduler_name="scheduler-plugins-scheduler"))
+
+    core.create_namespaced_pod(namespace, member("p0"))
+
+    def refused() -> str | None:
+        pod = core.read_namespaced_pod("p0", namespace)
+        cond = next((c for c in pod.status.conditions or [] if c.type == "PodScheduled"), None)
+        return cond.message if cond is not None and cond.status == "False" and cond.message else None
+
+    message = wait_until(refused, timeout=60, interval=0.5, what="p0 refused by the gang scheduler")
+    assert "minMember" in message or "sibling" in message, message
+    assert core.read_namespaced_pod("p0", namespace).spec.node_name is None
+    core.create_namespaced_pod(namespace, member("p1"))
+    wait_until(lambda: all(core.read_namespaced_pod(n, namespace).status.phase == "Running" for n in ("p0", "p1")),
+               timeout=90, interval=0.5, what="both members bound and Running")
+    wait_until(lambda: (custom.get_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "g")
+                        .get("status") or {}).get("phase") == "Running",
+               timeout=60, interval=0.5, what="PodGroup g phase Running (the PodGroup controller)")

@@ -21,8 +21,10 @@ import pytest
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
-COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
-PORT_VARS = ["TFPS_ETCD_PORT", "TFPS_ETCD_PEER_PORT", "TFPS_APISERVER_PORT", "TFPS_KCM_PORT", "TFPS_SCHED_PORT"]
+COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "gang-scheduler",
+              "podgroup-controller"]
+PORT_VARS = ["TFPS_ETCD_PORT", "TFPS_ETCD_PEER_PORT", "TFPS_APISERVER_PORT", "TFPS_KCM_PORT", "TFPS_SCHED_PORT",
+             "TFPS_GANG_SCHED_PORT", "TFPS_PODGROUP_CTRL_PORT"]
 
 
 def _free_ports(n: int) -> list[int]:

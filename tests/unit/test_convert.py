@@ -121,7 +121,7 @@ UNSUPPORTED = tfjob(
                         "env": [{"name": "TF_CONFIG", "value": "{}"}]},
                        {"name": "log-shipper", "image": "fluent:1"}]}}},
      "PS": replica(1), "Worker": replica(1)},
-    runPolicy={"schedulingPolicy": {"minAvailable": 3, "queue": "ml"}, "backoffLimit": 2},
+    runPolicy={"schedulingPolicy": {"minAvailable": 3, "queue": "ml", "priorityClass": "high"}, "backoffLimit": 2},
     successPolicy="AllWorkers", enableDynamicWorker=True,
 )
 
@@ -130,7 +130,7 @@ def test_every_field_not_carried_over_is_named() -> None:
     conv = convert(copy.deepcopy(UNSUPPORTED))
     named = {d.path for d in conv.not_carried}
     assert named == {
-        "spec.successPolicy", "spec.enableDynamicWorker", "spec.runPolicy.schedulingPolicy",
+        "spec.successPolicy", "spec.enableDynamicWorker", "spec.runPolicy.schedulingPolicy.queue",
         "spec.tfReplicaSpecs.Chief.template.spec.hostNetwork",
         "spec.tfReplicaSpecs.Chief.template.spec.containers[1] (log-shipper)",
         "spec.tfReplicaSpecs.Chief.template.spec.containers[0].workingDir",
@@ -138,6 +138,7 @@ def test_every_field_not_carried_over_is_named() -> None:
         "spec.tfReplicaSpecs.Chief.template.spec.containers[0].env[TF_CONFIG]",
     }
     assert conv.job["spec"]["runPolicy"]["backoffLimit"] == 2
+    assert conv.job["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 3, "priorityClass": "high"}
     text = render(conv)
     assert "# NOT carried over:" in text
     for path in named:
@@ -166,7 +167,7 @@ def test_cli_prints_the_job_and_names_what_was_not_carried_on_stderr(tmp_path, c
     assert main(argparse.Namespace(file=str(path), strict=False)) == 0
     out, err = capsys.readouterr()
     validate_job(yaml.safe_load(out))
-    assert "tfps convert: not carried over: spec.runPolicy.schedulingPolicy: gang scheduling" in err
+    assert "tfps convert: not carried over: spec.runPolicy.schedulingPolicy.queue: no Kueue integration" in err
     assert main(argparse.Namespace(file=str(path), strict=True)) == 1
     capsys.readouterr()
     path.write_text(yaml.safe_dump(tfjob({"PS": replica(1), "Worker": replica(1)})))

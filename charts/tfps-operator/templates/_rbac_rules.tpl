@@ -39,4 +39,11 @@ mode) and by each Role (namespaced mode). Keep docs/install.md's RBAC table in s
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+{{- if .Values.gangScheduling.enabled }}
+# Gang scheduling: each job's PodGroup, watched and created (or adopted); it goes with the job by
+# garbage collection.
+- apiGroups: [scheduling.x-k8s.io]
+  resources: [podgroups]
+  verbs: [get, list, watch, create]
+{{- end }}
 {{- end -}}

@@ -567,6 +567,29 @@ class ExportSpec(_Model):
         return ["savedmodel"] if "savedmodel" in self.formats else list(self.formats)
 
 
+class SchedulingPolicy(_Model):
+    """How the job's pods are placed as a whole (Kubeflow TFJob's runPolicy.schedulingPolicy).
+
+    Gang scheduling applies when the operator runs with it enabled (chart value
+    ``gangScheduling.enabled``): the operator then creates a PodGroup named after the job that the
+    gang scheduler reads, and no pod of the job is bound until ``minAvailable`` of them can be bound
+    at once. Without it, ``minAvailable`` and ``scheduleTimeoutSeconds`` have no effect."""
+
+    min_available: int | None = Field(default=None, ge=1, le=4000, description=(
+        "Pods that must be placeable together before any is bound (the PodGroup's minMember). Between "
+        "chief + ps (the job cannot run without them) and every pod of the job; default: every pod."))
+    queue: str | None = Field(default=None, min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                              description=(
+                              "Kueue LocalQueue of the job (the kueue.x-k8s.io/queue-name label). Validated, "
+                              "not acted on yet: the operator has no Kueue integration so far."))
+    priority_class: str | None = Field(default=None, min_length=1, max_length=253, description=(
+        "PriorityClass of every pod of the job (a replica template's priorityClassName wins); a gang "
+        "scheduler orders pod groups by it."))
+    schedule_timeout_seconds: int | None = Field(default=None, ge=1, le=86400, description=(
+        "How long the gang scheduler tries to place the group before it rejects it and retries "
+        "(the PodGroup's scheduleTimeoutSeconds); the scheduler's default when unset."))
+
+
 class RunPolicy(_Model):
     """How the job as a whole is run (Kubeflow TFJob's runPolicy)."""
 
@@ -576,7 +599,11 @@ class RunPolicy(_Model):
     clean_pod_policy: Literal["All", "Running", "None"] = Field(
         default="Running", description="Which pods to delete when training ends: All, Running (so PS pods never linger) or None.")
     suspend: bool = Field(default=False, description="true deletes the pods and keeps the job; false resumes it.")
-    scheduler_name: str | None = Field(default=None, max_length=253, description="Pod schedulerName (e.g. a gang scheduler).")
+    scheduler_name: str | None = Field(default=None, max_length=253, description=(
+        "Pod schedulerName; default: the gang scheduler's name when the operator has gang scheduling "
+        "enabled, else the cluster's default scheduler."))
+    scheduling_policy: SchedulingPolicy | None = Field(default=None, description=(
+        "Gang scheduling (minAvailable, scheduleTimeoutSeconds), queue and priority of the job."))
     stall_seconds: int | None = Field(default=None, ge=1, description="Mark the job Stalled when no new checkpoint appears for this long.")
     stall_policy: Literal["None", "Restart", "Fail"] = Field(default="None", description=(
         "What a Stalled job does: None only reports it; Restart restarts the job from its latest checkpoint "
@@ -595,6 +622,11 @@ def _mount_rule(role: str) -> dict[str, str]:
                f".replicas.{role}.template.spec.volumeMounts")
 
 
+_PODS = ("(self.replicas.chief.replicas + self.replicas.ps.replicas + self.replicas.worker.replicas"
+         " + self.replicas.evaluator.replicas)")
+"""CEL: every pod of the job."""
+
+
 class PSTrainingJobSpec(_Model):
     """A TensorFlow parameter-server training job."""
 
@@ -608,6 +640,14 @@ class PSTrainingJobSpec(_Model):
             "an evaluator needs checkpoints during training: set everySteps below training.steps, or everySeconds",
             ".training.checkpoint"),
         *(_mount_rule(role) for role in ROLES),
+        cel(f"!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
+            f" || self.runPolicy.schedulingPolicy.minAvailable <= {_PODS}",
+            "must not exceed the job's pods (chief + ps + worker + evaluator replicas)",
+            ".runPolicy.schedulingPolicy.minAvailable"),
+        cel("!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
+            " || self.runPolicy.schedulingPolicy.minAvailable >= self.replicas.chief.replicas + self.replicas.ps.replicas",
+            "must be at least chief + ps replicas: the job cannot train without its chief and every parameter server",
+            ".runPolicy.schedulingPolicy.minAvailable"),
     ))
 
     image: str | None = Field(default=None, max_length=1024, description="Trainer image; the operator's default when empty.")

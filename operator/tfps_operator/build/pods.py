@@ -15,6 +15,7 @@ from ..api.models import PodTemplateOverride, PSTrainingJob, ResourceRequirement
 from ..settings import BuildConfig
 from . import labels, names
 from .jobsettings import CODE_DIR, job_settings, replica_counts
+from .podgroup import POD_GROUP_LABEL, gang_enabled, pod_group_name
 from .tfconfig import tf_config_json
 
 CONTAINER = "trainer"
@@ -153,6 +154,9 @@ def pod_spec(
         container["volumeMounts"].append({"name": CODE_VOLUME, "mountPath": CODE_DIR, "readOnly": True})
         container["workingDir"] = CODE_DIR
         container["env"].append({"name": "PYTHONPATH", "value": CODE_DIR})
+    policy = job.spec.run_policy.scheduling_policy
+    if policy is not None and policy.priority_class:
+        spec["priorityClassName"] = policy.priority_class
     if o is None:
         return spec
     if o.service_account_name:
@@ -234,7 +238,11 @@ def trainer_pod(job: PSTrainingJob, role: Role, index: int, cfg: BuildConfig, re
     pod = names.pod_name(name, role, index)
     spec["hostname"] = pod
     spec["subdomain"] = names.service_name(name)
-    pod_labels, annotations = merged_meta(replica.template, labels.pod_labels(name, role, index, restart))
+    ours = labels.pod_labels(name, role, index, restart)
+    if gang_enabled(cfg):
+        ours[POD_GROUP_LABEL] = pod_group_name(job)
+        spec["schedulerName"] = job.spec.run_policy.scheduler_name or cfg.gang_scheduler_name
+    pod_labels, annotations = merged_meta(replica.template, ours)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

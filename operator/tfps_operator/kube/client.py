@@ -37,6 +37,7 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "Event": ("/api/v1", "events"),
     "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies"),
     "Job": ("/apis/batch/v1", "jobs"),
+    "PodGroup": ("/apis/scheduling.x-k8s.io/v1alpha1", "podgroups"),
     "PSTrainingJob": (f"/apis/{GROUP}/{VERSION}", PLURAL),
 }
 COMPONENT = "tfps-operator"

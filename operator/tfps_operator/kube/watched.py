@@ -32,7 +32,7 @@ JobKey = tuple[str, str]
 
 @dataclass(frozen=True)
 class ChildRef:
-    """A Service, NetworkPolicy or PVC as the index holds it: its ``Kind/name`` and its controller's uid."""
+    """A Service, NetworkPolicy, PVC or PodGroup as the index holds it: its ``Kind/name`` and its controller's uid."""
 
     key: str
     uid: str
@@ -51,7 +51,8 @@ class Views:
     pods: Mapping[JobKey, Iterable[PodObs]]
     export_jobs: Mapping[JobKey, Iterable[BatchJobObs]]
     children: tuple[Mapping[JobKey, Iterable[ChildRef]], ...] = ()
-    """One index per kind: Services, NetworkPolicies, PersistentVolumeClaims."""
+    """One index per kind: Services, NetworkPolicies, PersistentVolumeClaims, and PodGroups when the
+    operator gang-schedules."""
 
     def job_pods(self, key: JobKey) -> list[PodObs]:
         return list(self.pods.get(key, ()))
@@ -129,7 +130,7 @@ class RecentWrites:
         return found
 
     def existing(self, indexed: Iterable[ChildRef], owner: str | None) -> set[str]:
-        """``Kind/name`` of the job's Services, NetworkPolicies and PVCs that this job controls."""
+        """``Kind/name`` of the job's Services, NetworkPolicies, PVCs and PodGroup that this job controls."""
         out = {c.key for c in indexed if c.owner == owner and not self._going(c.uid)}
         out |= {k for k, (_, obs) in self.created.items() if isinstance(obs, ChildRef) and obs.owner == owner}
         return out

@@ -36,12 +36,14 @@ from ..build import labels, names
 from ..build.export_job import export_job
 from ..build.jobsettings import replica_counts
 from ..build.netpol import network_policy
+from ..build.podgroup import KIND as KIND_PODGROUP
+from ..build.podgroup import gang_enabled, min_member, pod_group, pod_group_name
 from ..build.pods import BuildError, desired_pods
 from ..build.pvc import storage_claim
 from ..build.service import headless_service
 from ..settings import BuildConfig
 from . import conditions as C
-from . import crashloop, stall, waiting
+from . import crashloop, gang, stall, waiting
 from .failure_policy import Decision, on_failure
 from .observed import Observed, PodObs
 from .plan import Create, Delete, DeleteOwner, DeletePods, Event, Plan
@@ -114,7 +116,7 @@ def _decide(x: _Ctx) -> None:
         return
     try:
         pods = desired_pods(job, cfg, x.st.restarts)
-        infra = [m for m in (storage_claim(job), headless_service(job, cfg), network_policy(job, cfg)) if m]
+        infra = [m for m in (storage_claim(job), headless_service(job, cfg), network_policy(job, cfg), pod_group(job, cfg)) if m]
         export_manifest = export_job(job, cfg) if job.spec.export.enabled else None
     except BuildError as exc:
         _fail(x, "InvalidSpec", str(exc))
@@ -186,7 +188,7 @@ def creation_failed(status: PSTrainingJobStatus, generation: int | None, failure
 # --- phases ---------------------------------------------------------------------------------------
 
 def _ensure(x: _Ctx, infra: list[dict[str, Any]]) -> None:
-    """Service, NetworkPolicy and PVC: created when missing, before any pod."""
+    """Service, NetworkPolicy, PVC and (gang scheduling) PodGroup: created when missing, before any pod."""
     for manifest in infra:
         if f"{manifest['kind']}/{manifest['metadata']['name']}" not in x.obs.existing:
             x.plan.actions.append(Create(manifest))
@@ -240,9 +242,10 @@ def _training(x: _Ctx, desired: dict[str, dict[str, Any]], export_manifest: dict
         x.plan.replaced.append(pod.name)
 
     replacing = {pod.name for pod, _, _ in decisions if pod is not None}
+    group_ready = gang.may_create_pods(gang_enabled(x.cfg), f"{KIND_PODGROUP}/{pod_group_name(job)}" in obs.existing)
     for name, manifest in desired.items():
-        if name in current or obs.pod(name) is not None:
-            continue  # exists, or its previous incarnation is still going away
+        if name in current or obs.pod(name) is not None or not group_ready:
+            continue  # exists, its previous incarnation is still going away, or its PodGroup is not there yet
         x.plan.actions.append(Create(manifest))
         if st.phase == "Running":
             role = manifest["metadata"]["labels"]["tfps.dev/replica-type"]
@@ -280,6 +283,10 @@ def _training_phase(x: _Ctx, desired: dict[str, dict[str, Any]], current: dict[s
         detail = "; ".join(f"{p.name}: {p.unschedulable_message}" if p.unschedulable_message else p.name for p in unscheduled[:5])
         x.cond(C.SCHEDULED, "False", "Unschedulable" if any(p.unschedulable_message for p in unscheduled) else "Scheduling",
                f"{len(unscheduled)} pod(s) not scheduled: {detail}")
+    if gang_enabled(x.cfg) and live:
+        says = next((p.unschedulable_message for p in unscheduled if p.unschedulable_message), "")
+        v = gang.condition(pod_group_name(x.job), min_member(x.job), len(live) - len(unscheduled), len(desired), says)
+        x.cond(gang.GANG_SCHEDULED, v.status, v.reason, v.message)
     _waiting(x, live)
     if all_there and not C.is_true(st, C.CREATED):
         x.cond(C.CREATED, "True", "ChildrenCreated", f"{len(desired)} pods, Service and NetworkPolicy created")
