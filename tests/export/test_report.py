@@ -14,6 +14,7 @@ from typing import Any
 from support.chromium import dump_dom, png_ink, screenshot
 from tfps_trainer.export import manifest as manifest_mod
 from tfps_trainer.export import report
+from tfps_trainer.export.result import human_size
 
 
 def _output(name: str, kind: str, err: float | None, bound: float, agree: float | None = None, passed: bool = True,
@@ -108,7 +109,7 @@ def check_figures(page: str, manifest: dict[str, Any]) -> _Cells:
         assert a["bytes"] in row and v["maxAbsError"] in row and v["maxRelError"] in row
         if v["argmaxAgreement"] is not None:
             assert v["argmaxAgreement"] in row
-        assert report.size_text(a["bytes"]) in text
+        assert human_size(a["bytes"]) in text
         for o in v["outputs"]:
             orow = cells.values[(_label(a), o["name"])]
             for fig in (o["maxAbsError"], o["bound"], o["errorQuantiles"]["p50"], o["errorQuantiles"]["p99"]):

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from tfps_trainer.export.result import human_size
+
 from ..api.models import PSTrainingJob, PSTrainingJobStatus
 from .jobs import Child, JobEvent
 
@@ -65,7 +67,7 @@ def _time(v: Any) -> datetime | None:
 def status_artifacts_table(job: PSTrainingJob) -> str:
     """The export as ``status.export`` records it (no volume access needed)."""
     ex = job.status.export if job.status else None
-    rows = [[a.format, a.quantization or "-", _size(a.bytes), _num(a.max_error, ".3g"), "passed", a.path]
+    rows = [[a.format, a.quantization or "-", human_size(a.bytes), _num(a.max_error, ".3g"), "passed", a.path]
             for a in (ex.artifacts if ex else [])]
     rows += [[f.format, f.quantization or "-", "-", "-", f"FAILED {f.reason}", f.message[:80]]
              for f in (ex.failed if ex else [])]
@@ -79,7 +81,7 @@ def manifest_table(manifest: dict[str, Any]) -> str:
     for a in manifest.get("artifacts") or []:
         v = a.get("verification") or {}
         tol = v.get("tolerance") or {}
-        rows.append([a["format"], a.get("quantization") or "-", _size(a.get("bytes")), _num(v.get("maxAbsError"), ".3g"),
+        rows.append([a["format"], a.get("quantization") or "-", human_size(a.get("bytes")), _num(v.get("maxAbsError"), ".3g"),
                      _num(v.get("maxRelError"), ".3g"), _num(v.get("argmaxAgreement"), ".3f"),
                      f"{_num(tol.get('maxAbs'), 'g')}/{_num(tol.get('maxRel'), 'g')}", str(v.get("samples", "-")),
                      "passed" if v.get("passed") else "FAILED"])
@@ -89,15 +91,6 @@ def manifest_table(manifest: dict[str, Any]) -> str:
             f" {manifest.get('samples', {}).get('count', '-')} verification samples\n")
     return head + table(("FORMAT", "QUANTIZATION", "SIZE", "MAX-ABS-ERR", "MAX-REL-ERR", "ARGMAX-AGREE",
                          "TOL(ABS/REL)", "SAMPLES", "VERIFICATION"), rows)
-
-
-def _size(n: int | None) -> str:
-    if n is None:
-        return "-"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
 
 
 def describe(job: PSTrainingJob, children: Sequence[Child], events: Sequence[JobEvent], now: datetime | None = None) -> str:

@@ -17,11 +17,10 @@ import time
 from pathlib import Path
 
 from tfps_trainer.config import SETTINGS_ENV
-from tfps_trainer.export.result import ExportFailed, PreflightReport, parse_any
+from tfps_trainer.export.result import ExportFailed, PreflightReport, human_size, parse_any
 
 from ..build.jobsettings import job_settings
 from .cli import EXIT_FAILED, EXIT_INVALID, InvalidInput, load_job, print_table
-from .export import human_size
 from .procs import Child, stop_all
 from .supervisor import LocalJob
 

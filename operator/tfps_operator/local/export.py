@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tfps_trainer.config import SETTINGS_ENV
 from tfps_trainer.export.result import (ArtifactResult, ExportFailed, ExportSucceeded, FormatFailure, artifact_label,
-                                        parse_message)
+                                        human_size, parse_message)
 
 from .procs import Child, stop_all
 from .progress import Display
@@ -107,17 +107,6 @@ def run_export(plan: LocalJob, display: Display, grace: float = 10.0, poll: floa
             return ExportOutcome(False, f"ExportFailed: {message}")
         display.event(f"export attempt {attempt} failed ({reason}); retrying")
     raise AssertionError("unreachable")
-
-
-def human_size(n: int | None) -> str:
-    if n is None:
-        return "-"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 def artifact_rows(out: ExportOutcome) -> list[tuple[str, str, str, str, str]]:

@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .result import artifact_label
+from .result import artifact_label, human_size
 
 REPORT = "report.html"
 
@@ -42,15 +42,6 @@ def fmt(x: Any, spec: str = ".3g") -> str:
     return str(x)
 
 
-def size_text(n: int | None) -> str:
-    if n is None:
-        return "–"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
-
-
 def _e(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
@@ -72,7 +63,7 @@ def _summary_table(artifacts: list[dict[str, Any]], failed: list[dict[str, Any]]
         verdict = '<span class="ok">passed</span>' if v.get("passed", True) else '<span class="bad">failed</span>'
         rows.append(
             f'<tr data-artifact="{_e(_label(a))}"><td class="l">{_e(_label(a))}</td>'
-            f'<td data-value="{a.get("bytes")}">{_e(size_text(a.get("bytes")))}</td>'
+            f'<td data-value="{a.get("bytes")}">{_e(human_size(a.get("bytes")))}</td>'
             f'{_cell(v.get("maxAbsError"))}{_cell(v.get("maxRelError"))}{_cell(v.get("argmaxAgreement"), ".4g")}'
             f'{_cell(tol.get("maxAbs"), "g")}{_cell(tol.get("maxRel"), "g")}{_cell(tol.get("minArgmaxAgreement"), "g")}'
             f'<td>{_e(v.get("samples", "–"))}</td><td class="l">{verdict}</td></tr>')
@@ -165,7 +156,7 @@ def _size_chart(artifacts: list[dict[str, Any]]) -> str:
         w = max(1.0, width * (a.get("bytes") or 0) / biggest)
         parts.append(f'<text x="{left - 8}" y="{y + 14}" text-anchor="end">{_e(_label(a))}</text>'
                      f'<rect x="{left}" y="{y + 3}" width="{w:.1f}" height="14" fill="#6b7c93" rx="2"/>'
-                     f'<text x="{left + w + 6:.1f}" y="{y + 14}">{_e(size_text(a.get("bytes")))}</text>')
+                     f'<text x="{left + w + 6:.1f}" y="{y + 14}">{_e(human_size(a.get("bytes")))}</text>')
     parts.append("</svg>")
     return "".join(parts)
 

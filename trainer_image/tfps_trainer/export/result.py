@@ -122,6 +122,16 @@ def artifact_label(fmt: str, quantization: str | None = None) -> str:
     return f"{fmt} ({quantization})" if quantization not in (None, "none") else fmt
 
 
+def human_size(n: int | None) -> str:
+    """``19.9 KiB``, ``706 B``, ``-`` when unknown: an artifact's size in tables and the report."""
+    if n is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
 class FormatFailure(_Msg):
     """A requested format (or TFLite variant) that was not published, and why."""
 
