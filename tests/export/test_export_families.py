@@ -131,7 +131,7 @@ def test_integer_lookup_gets_a_clear_message_and_the_other_formats_are_published
         assert f.reason == "ConversionFailed" and "lookup table" in f.message
         assert "move the StringLookup/IntegerLookup/Hashing step into the dataset" in f.message
     assert [f["format"] for f in manifest["failed"]] == ["tflite", "tflite", "onnx"]
-    assert sorted(p.name for p in export_dir.iterdir()) == ["manifest.json", "model.keras", "model.weights.h5",
+    assert sorted(p.name for p in export_dir.iterdir()) == ["manifest.json", "model.keras", "model.weights.h5", "report.html",
                                                             "savedmodel"]
 
 

@@ -195,7 +195,8 @@ def test_other_examples_export_every_format(tmp_path, module, args, quantization
     assert [a["quantization"] for a in manifest["artifacts"]] == [q for f in fmts for q in expected[f]]
     # only the requested artifacts are published (no intermediate SavedModel when it was not asked for)
     names = {"savedmodel": ["savedmodel"], "tflite": ["model.tflite", f"model_{quantization}.tflite"], "onnx": ["model.onnx"]}
-    assert sorted(p.name for p in export_dir.iterdir()) == sorted(["manifest.json", *(n for f in fmts for n in names[f])])
+    assert sorted(p.name for p in export_dir.iterdir()) == sorted(["manifest.json", "report.html",
+                                                                   *(n for f in fmts for n in names[f])])
     from tfps_trainer.contract import load
 
     inputs = load(module).module.sample_inputs(40, args)
@@ -272,7 +273,7 @@ def test_unsupported_op_fails_only_that_format_and_the_savedmodel_is_published(t
     export_dir = root / "exports" / str(step)
     manifest = _check_manifest_matches_files(export_dir)
     assert manifest["complete"] is True and [f["format"] for f in manifest["failed"]] == [fmt]
-    assert sorted(p.name for p in export_dir.iterdir()) == ["manifest.json", "savedmodel"]
+    assert sorted(p.name for p in export_dir.iterdir()) == ["manifest.json", "report.html", "savedmodel"]
     assert os.readlink(root / "exports" / "latest") == str(step)
     assert os.readlink(root / "exports" / "serving" / str(step)) == f"../{step}/savedmodel"
 
