@@ -20,8 +20,8 @@ def crd_installed(kubeconfig: str) -> None:
     install_crd(kubeconfig)
 
 
-@pytest.fixture
-def kube(k8s: Any, namespace: str, wait_until: Callable[..., Any], crd_installed: None) -> Iterator[Cluster]:
+def _with_bound_claim(k8s: Any, namespace: str, wait_until: Callable[..., Any]) -> Iterator[Cluster]:
+    """A :class:`Cluster` on ``namespace`` with a bound claim ``data``; its PV is removed afterwards."""
     c = Cluster(k8s, namespace, wait_until)
     c.bound_claim("data")
     yield c
@@ -32,18 +32,17 @@ def kube(k8s: Any, namespace: str, wait_until: Callable[..., Any], crd_installed
 
 
 @pytest.fixture
+def kube(k8s: Any, namespace: str, wait_until: Callable[..., Any], crd_installed: None) -> Iterator[Cluster]:
+    yield from _with_bound_claim(k8s, namespace, wait_until)
+
+
+@pytest.fixture
 def restricted_kube(make_namespace: Callable[..., str], k8s: Any, wait_until: Callable[..., Any],
                     crd_installed: None) -> Iterator[Cluster]:
     """A namespace that enforces PodSecurity ``restricted``, with a bound claim ``data``."""
     ns = make_namespace(labels={"pod-security.kubernetes.io/enforce": "restricted",
                                 "pod-security.kubernetes.io/enforce-version": "latest"})
-    c = Cluster(k8s, ns, wait_until)
-    c.bound_claim("data")
-    yield c
-    try:
-        c.core.delete_persistent_volume(f"{ns}-data")
-    except Exception:  # noqa: BLE001 - best effort, cluster-scoped leftovers are only noise
-        pass
+    yield from _with_bound_claim(k8s, ns, wait_until)
 
 
 @pytest.fixture
