@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from . import metrics
 from .api.models import PSTrainingJob, PSTrainingJobStatus
 from .api.validate import validate_job
-from .build import names
+from .manifests import names
 from .kube.client import ApiError, Kube
 from .kube.executor import Outcome, dry_run, execute, minor_status_change, post_events, status_patch
 from .kube.watched import RecentWrites, Views

@@ -22,8 +22,8 @@ from typing import Any
 import kopf
 
 from .api.models import GROUP, PLURAL, VERSION
-from .build import labels as L
-from .build import podgroup
+from .manifests import labels as L
+from .manifests import podgroup
 from .controller import Controller
 from .kube.client import Kube
 from .kube.watched import ChildRef, JobKey, Views, child_ref

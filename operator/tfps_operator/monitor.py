@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from . import metrics
 from .api.models import CheckpointStatus, PSTrainingJobStatus, TrainingProgress
-from .build import names
+from .manifests import names
 from .kube.client import ApiError, Kube
 from .kube.watched import Views
 from .reconcile.observed import PodObs

@@ -12,7 +12,7 @@ import yaml
 
 from tfps_operator.api import models as m
 from tfps_operator.api.crd import CRD_FILE, crd, crd_yaml, openapi_schema
-from tfps_operator.build import names
+from tfps_operator.manifests import names
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -163,7 +163,7 @@ def test_lost_port_race_restarts_on_fresh_ports(tmp_path, monkeypatch):
     runner recognises it and starts the cluster again on fresh ports (not counted as a restart)."""
     import socket
 
-    from tfps_operator.build.jobsettings import job_settings
+    from tfps_operator.manifests.jobsettings import job_settings
     from tfps_operator.local import supervisor as sup
     from tfps_operator.local.cli import load_job
     from tfps_operator.local.progress import PlainDisplay

@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 from tfps_operator.api.models import PSTrainingJob
-from tfps_operator.build.jobsettings import job_settings
+from tfps_operator.manifests.jobsettings import job_settings
 from tfps_operator.local.export import artifact_rows, notes_lines, run_export
 from tfps_trainer.export.result import human_size
 from tfps_operator.local.progress import PlainDisplay, Status

@@ -18,7 +18,7 @@ from typing import Callable
 import pytest
 
 from tfps_operator.api.models import PSTrainingJob
-from tfps_operator.build.jobsettings import job_settings
+from tfps_operator.manifests.jobsettings import job_settings
 from tfps_operator.local import supervisor as sup
 from tfps_operator.local.progress import Status
 from tfps_operator.local.supervisor import LocalJob, Supervisor, Task

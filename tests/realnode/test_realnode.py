@@ -23,7 +23,7 @@ import yaml
 
 from conftest import ON_REAL_NODE  # tests/realnode/conftest.py (pytest puts its directory first on sys.path)
 from operator_harness import Cluster as Kube, OperatorProcess
-from tfps_operator.build import names
+from tfps_operator.manifests import names
 
 pytestmark = [pytest.mark.realnode, pytest.mark.cluster, pytest.mark.timeout(1500)]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tfps_operator.build import names
-from tfps_operator.build.labels import EXPORT_COMPONENT, base_labels, pod_labels
+from tfps_operator.manifests import names
+from tfps_operator.manifests.labels import EXPORT_COMPONENT, base_labels, pod_labels
 from tfps_trainer.config import DEFAULT_PROGRESS_PORT
 
 UID = "5e1f0000-0000-4000-8000-00000000beef"

@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from tfps_operator.api.validate import JobValidationError, validate_job
-from tfps_operator.build.export_job import export_job
-from tfps_operator.build.jobsettings import job_settings, replica_counts
-from tfps_operator.build.netpol import network_policy
-from tfps_operator.build.pods import desired_pods
-from tfps_operator.build.pvc import storage_claim
-from tfps_operator.build.service import headless_service
+from tfps_operator.manifests.export_job import export_job
+from tfps_operator.manifests.jobsettings import job_settings, replica_counts
+from tfps_operator.manifests.netpol import network_policy
+from tfps_operator.manifests.pods import desired_pods
+from tfps_operator.manifests.pvc import storage_claim
+from tfps_operator.manifests.service import headless_service
 from tfps_operator.controller import Controller, parse_status
 from tfps_operator.reconcile.machine import invalid_spec, reconcile
 from tfps_operator.reconcile.observed import observe

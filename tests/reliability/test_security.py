@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 
 from tfps_operator.api.validate import validate_job
-from tfps_operator.build.export_job import export_job
-from tfps_operator.build.netpol import network_policy
-from tfps_operator.build.pods import desired_pods
+from tfps_operator.manifests.export_job import export_job
+from tfps_operator.manifests.netpol import network_policy
+from tfps_operator.manifests.pods import desired_pods
 from tfps_operator.settings import OPERATOR_POD_LABELS, BuildConfig
 
 from .strategies import any_resources, valid_jobs

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from trainer_cluster import make_settings
 
-from tfps_operator.build.tfconfig import tf_config_json
+from tfps_operator.manifests.tfconfig import tf_config_json
 from tfps_trainer.errors import EXIT_CONFIG, EXIT_CONTRACT
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(120)]

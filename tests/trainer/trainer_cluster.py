@@ -1,6 +1,6 @@
 """Launch real trainer processes (``python -m tfps_trainer``) on 127.0.0.1 for tests and benchmarks.
 
-TF_CONFIG comes from the one builder, :func:`tfps_operator.build.tfconfig.tf_config_json`; job
+TF_CONFIG comes from the one builder, :func:`tfps_operator.manifests.tfconfig.tf_config_json`; job
 settings are a real :class:`tfps_trainer.config.JobSettings`.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tfps_operator.build.tfconfig import tf_config_json
+from tfps_operator.manifests.tfconfig import tf_config_json
 from tfps_operator.local.ports import free_ports
 from tfps_trainer.config import JobSettings, Paths
 

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from tfps_operator.api.models import PSTrainingJob, PSTrainingJobStatus
-from tfps_operator.build import names
-from tfps_operator.build.labels import EXPORT_COMPONENT, PREFLIGHT_COMPONENT, base_labels, pod_labels
+from tfps_operator.manifests import names
+from tfps_operator.manifests.labels import EXPORT_COMPONENT, PREFLIGHT_COMPONENT, base_labels, pod_labels
 from tfps_operator.reconcile.observed import Observed, observe
 from tfps_operator.settings import BuildConfig
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tfps_operator.api.validate import validate_documents
-from tfps_operator.build.artifact_reader import READER_LABEL, exports_dir, reader_pod
-from tfps_operator.build.labels import JOB_NAME
+from tfps_operator.manifests.artifact_reader import READER_LABEL, exports_dir, reader_pod
+from tfps_operator.manifests.labels import JOB_NAME
 from tfps_operator.cli import main as tfps
 from tfps_operator.client import ChecksumMismatch, ClientError, InvalidJob, NoExports, build_job, load_job
 from tfps_operator.client.artifacts import check_export, unpack

@@ -4,9 +4,9 @@ the GangScheduled condition; and that none of it appears while the operator does
 from __future__ import annotations
 
 from _operator_helpers import CFG, T0, UID, all_pods, infra, make_job, observed, pod, status
-from tfps_operator.build.export_job import export_job
-from tfps_operator.build.podgroup import POD_GROUP_LABEL, min_member, pod_group
-from tfps_operator.build.pods import desired_pods
+from tfps_operator.manifests.export_job import export_job
+from tfps_operator.manifests.podgroup import POD_GROUP_LABEL, min_member, pod_group
+from tfps_operator.manifests.pods import desired_pods
 from tfps_operator.reconcile import conditions as C
 from tfps_operator.reconcile.gang import GANG_SCHEDULED
 from tfps_operator.reconcile.machine import reconcile

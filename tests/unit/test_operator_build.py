@@ -7,11 +7,11 @@ import json
 import pytest
 
 from _operator_helpers import CFG, UID, make_job
-from tfps_operator.build.export_job import export_job
-from tfps_operator.build.netpol import network_policy
-from tfps_operator.build.pods import BuildError, desired_pods, trainer_pod
-from tfps_operator.build.pvc import storage_claim
-from tfps_operator.build.service import headless_service
+from tfps_operator.manifests.export_job import export_job
+from tfps_operator.manifests.netpol import network_policy
+from tfps_operator.manifests.pods import BuildError, desired_pods, trainer_pod
+from tfps_operator.manifests.pvc import storage_claim
+from tfps_operator.manifests.service import headless_service
 from tfps_operator.settings import BuildConfig
 from tfps_trainer.config import DEFAULT_PROGRESS_PORT, JobSettings
 

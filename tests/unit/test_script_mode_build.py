@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from _operator_helpers import CFG, make_job
-from tfps_operator.build.export_job import export_job
-from tfps_operator.build.pods import BuildError, trainer_pod
+from tfps_operator.manifests.export_job import export_job
+from tfps_operator.manifests.pods import BuildError, trainer_pod
 from tfps_trainer.config import JobSettings, Paths
 from tfps_trainer.script.env import expand, program_env
 from tfps_trainer.script.follow import latest_prefix, step_key

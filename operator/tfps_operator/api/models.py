@@ -35,7 +35,7 @@ ROLES: tuple[Role, ...] = ("chief", "ps", "worker", "evaluator")
 
 MAX_JOB_NAME = 49
 """``<job>-evaluator-<index>`` (index < 1000) must be a DNS label of at most 63 characters.
-Equal to ``build.names.MAX_JOB_NAME`` (a test checks it); repeated here because the API package
+Equal to ``manifests.names.MAX_JOB_NAME`` (a test checks it); repeated here because the API package
 must not import the builders."""
 JOB_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 """DNS-1035 label: the job name is also the name of its headless Service."""

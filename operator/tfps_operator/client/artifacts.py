@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfps_trainer.export.manifest import digest
 
-from ..build.artifact_reader import exports_dir, reader_pod
+from ..manifests.artifact_reader import exports_dir, reader_pod
 from .errors import ApiError, ChecksumMismatch, ClientError, NoExports, NotFound, WaitTimeout
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ import yaml
 
 from ..api.models import GROUP, PLURAL, VERSION, PSTrainingJob, PSTrainingJobSpec, PSTrainingJobStatus, Role
 from ..api.validate import FieldError, JobValidationError, validate_job
-from ..build import labels, names
+from ..manifests import labels, names
 from .errors import InvalidJob, JobFailed, LogsUnavailable, NotFound, WaitTimeout
 from .kubeapi import connect, translate
 

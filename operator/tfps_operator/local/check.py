@@ -19,7 +19,7 @@ from pathlib import Path
 from tfps_trainer.config import SETTINGS_ENV
 from tfps_trainer.export.result import ExportFailed, PreflightReport, human_size, parse_any
 
-from ..build.jobsettings import job_settings
+from ..manifests.jobsettings import job_settings
 from .cli import EXIT_FAILED, EXIT_INVALID, InvalidInput, load_job, print_table
 from .procs import Child, stop_all
 from .supervisor import LocalJob

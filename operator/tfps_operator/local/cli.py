@@ -21,7 +21,7 @@ from tfps_trainer.config import JobSettings
 
 from ..api.models import PSTrainingJob
 from ..api.validate import JobValidationError, validate_job
-from ..build.jobsettings import job_settings
+from ..manifests.jobsettings import job_settings
 from .export import ExportOutcome, artifact_rows, notes_lines, run_export
 from .progress import Display, Status, make_display
 from .supervisor import LocalJob, Supervisor

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..api.models import PSTrainingJobStatus
-from ..build import labels
+from ..manifests import labels
 from .machine import invalid_spec
 from .plan import Plan
 

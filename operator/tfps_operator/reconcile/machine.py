@@ -32,15 +32,15 @@ from tfps_trainer.summary import parse_success
 
 from ..api.models import (Artifact, CheckpointStatus, ExportStatus, FailedArtifact, PSTrainingJob,
                           PSTrainingJobStatus, ReplicaStatus)
-from ..build import labels, names
-from ..build.export_job import export_job
-from ..build.jobsettings import replica_counts
-from ..build.netpol import network_policy
-from ..build.podgroup import KIND as KIND_PODGROUP
-from ..build.podgroup import gang_enabled, min_member, pod_group, pod_group_name
-from ..build.pods import BuildError, desired_pods
-from ..build.pvc import storage_claim
-from ..build.service import headless_service
+from ..manifests import labels, names
+from ..manifests.export_job import export_job
+from ..manifests.jobsettings import replica_counts
+from ..manifests.netpol import network_policy
+from ..manifests.podgroup import KIND as KIND_PODGROUP
+from ..manifests.podgroup import gang_enabled, min_member, pod_group, pod_group_name
+from ..manifests.pods import BuildError, desired_pods
+from ..manifests.pvc import storage_claim
+from ..manifests.service import headless_service
 from ..settings import BuildConfig
 from . import conditions as C
 from . import crashloop, gang, stall, waiting

@@ -10,7 +10,7 @@ from datetime import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from ..build import labels
+from ..manifests import labels
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 
