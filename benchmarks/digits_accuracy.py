@@ -108,8 +108,19 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tfps-digits-") as tmp:
         work = Path(opts.workdir or tmp)
         t0 = time.perf_counter()
-        run = subprocess.run([sys.executable, "-c", "import sys; from tfps_operator.cli import main; sys.exit(main())",
-                              "run", str(JOB), "--workdir", str(work)], capture_output=True, text=True)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from tfps_operator.cli import main; sys.exit(main())",
+                "run",
+                str(JOB),
+                "--workdir",
+                str(work),
+            ],
+            capture_output=True,
+            text=True,
+        )
         ps_seconds = time.perf_counter() - t0
         if run.returncode != 0:
             print(run.stdout[-3000:], run.stderr[-3000:], file=sys.stderr)
@@ -123,16 +134,27 @@ def main() -> int:
 
     n_test = len(digits.test_split(args)[1])
     result = {
-        "job": str(JOB.relative_to(REPO)), "steps": steps, "batchSize": batch, "testImages": n_test,
-        "psTrainingAccuracy": ps_accuracy, "kerasFitAccuracy": fit_accuracy,
+        "job": str(JOB.relative_to(REPO)),
+        "steps": steps,
+        "batchSize": batch,
+        "testImages": n_test,
+        "psTrainingAccuracy": ps_accuracy,
+        "kerasFitAccuracy": fit_accuracy,
         "kerasFitAccuracies": [a for a, _ in fits],
         "psVsFitPoints": round(100 * (ps_accuracy - fit_accuracy), 2),
         "artifactAccuracy": artifacts,
-        "int8VsFloatPoints": round(100 * (int8 - float_tflite), 2) if int8 is not None and float_tflite is not None else None,
+        "int8VsFloatPoints": round(100 * (int8 - float_tflite), 2)
+        if int8 is not None and float_tflite is not None
+        else None,
         "failed": manifest.get("failed", []),
-        "tfpsRunSeconds": round(ps_seconds, 1), "kerasFitSeconds": round(fit_seconds, 1),
-        "goals": {"psWithin1PointOfFit": abs(ps_accuracy - fit_accuracy) <= 0.01,
-                  "int8Within1PointOfFloat": int8 is not None and float_tflite is not None and abs(int8 - float_tflite) <= 0.01},
+        "tfpsRunSeconds": round(ps_seconds, 1),
+        "kerasFitSeconds": round(fit_seconds, 1),
+        "goals": {
+            "psWithin1PointOfFit": abs(ps_accuracy - fit_accuracy) <= 0.01,
+            "int8Within1PointOfFloat": int8 is not None
+            and float_tflite is not None
+            and abs(int8 - float_tflite) <= 0.01,
+        },
         "versions": manifest["versions"],
     }
     Path(opts.json).parent.mkdir(parents=True, exist_ok=True)
@@ -146,9 +168,11 @@ def main() -> int:
         print(f"{'  artifact: ' + label:34}{acc:>14.2%}")
     for f in manifest.get("failed", []):
         print(f"{'  not exported: ' + f['format']:34}{'-':>14}  {f['message'][:80]}")
-    print(f"\nPS vs fit: {result['psVsFitPoints']:+.2f} points (goal within 1: "
-          f"{'OK' if result['goals']['psWithin1PointOfFit'] else 'MISSED'}); int8 vs float TFLite: "
-          f"{result['int8VsFloatPoints']:+.2f} points (goal within 1: {'OK' if result['goals']['int8Within1PointOfFloat'] else 'MISSED'})")
+    print(
+        f"\nPS vs fit: {result['psVsFitPoints']:+.2f} points (goal within 1: "
+        f"{'OK' if result['goals']['psWithin1PointOfFit'] else 'MISSED'}); int8 vs float TFLite: "
+        f"{result['int8VsFloatPoints']:+.2f} points (goal within 1: {'OK' if result['goals']['int8Within1PointOfFloat'] else 'MISSED'})"
+    )
     print(f"wrote {opts.json}")
     return 0
 

@@ -32,17 +32,20 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-from tfps_trainer.config import ExportSettings, JobSettings, Paths  # noqa: E402
-from tfps_trainer.contract import load  # noqa: E402
-from tfps_trainer.export import formats, source  # noqa: E402
-from tfps_trainer.export.pipeline import Timings, export  # noqa: E402
+from tfps_trainer.config import ExportSettings, JobSettings, Paths
+from tfps_trainer.contract import load
+from tfps_trainer.export import formats, source
+from tfps_trainer.export.pipeline import Timings, export
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "export"))  # the MobileNetV2 test model
 MODELS = {
-    "linear": ("tfps_trainer.examples.linear", {"features": 256, "hidden": 512, "optimizer": "adam", "learning_rate": 0.01}),
+    "linear": (
+        "tfps_trainer.examples.linear",
+        {"features": 256, "hidden": 512, "optimizer": "adam", "learning_rate": 0.01},
+    ),
     "mobilenet": ("tfps_export_testmodels.mobilenet", {}),
 }
 RESULTS = Path(__file__).parent / "results" / "export.json"
@@ -52,8 +55,12 @@ def train(root: Path, module: str, args: dict, steps: int) -> int:
     contract = load(module)
     model, opt = contract.build_model(args), contract.optimizer(args)
     step = tf.Variable(0, dtype=tf.int64)
-    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=opt, step=step),
-                                         str(root / "checkpoints"), max_to_keep=3, checkpoint_name="ckpt")
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(model=model, optimizer=opt, step=step),
+        str(root / "checkpoints"),
+        max_to_keep=3,
+        checkpoint_name="ckpt",
+    )
     it = iter(contract.dataset(None, 64, args))
     for _ in range(steps):
         x, y = next(it)
@@ -92,10 +99,19 @@ def bench(name: str, opts: argparse.Namespace) -> dict:
     try:
         root = work / "job"
         step = train(root, module, args, opts.steps)
-        job = JobSettings(job_name="bench", model_module=module, model_args=args, steps=opts.steps, batch_size=64,
-                          paths=Paths(root=str(root)),
-                          export=ExportSettings(tflite_quantization="int8", tflite_calibration_samples=opts.calibration,
-                                                verify_samples=opts.verify_samples))
+        job = JobSettings(
+            job_name="bench",
+            model_module=module,
+            model_args=args,
+            steps=opts.steps,
+            batch_size=64,
+            paths=Paths(root=str(root)),
+            export=ExportSettings(
+                tflite_quantization="int8",
+                tflite_calibration_samples=opts.calibration,
+                verify_samples=opts.verify_samples,
+            ),
+        )
         bare_s, full_s, breakdown = [], [], []
         bare(job, work / "warmup")  # first traces/compiles pay one-off costs in whichever runs first
         for i in range(opts.repeats):
@@ -122,13 +138,29 @@ def bench(name: str, opts: argparse.Namespace) -> dict:
     errors = {key(a): a["verification"]["maxAbsError"] for a in manifest["artifacts"]}
     phases = {k: round(statistics.median(d.get(k, 0.0) for d in breakdown), 3) for k in breakdown[-1]}
     out = {
-        "name": name, "model": module, "args": args, "checkpointStep": step, "repeats": opts.repeats,
-        "calibrationSamples": opts.calibration, "verifySamples": opts.verify_samples,
-        "bareSeconds": bare_s, "fullSeconds": full_s, "bareMedian": round(b, 3), "fullMedian": round(f, 3),
-        "ratio": round(f / b, 3), "ratioOfMinimums": round(min(full_s) / min(bare_s), 3), "goalRatio": 1.5,
-        "meetsGoal": f / b <= 1.5, "fullPhasesMedian": phases,
-        "verifyAndPublishSeconds": round(sum(v for k, v in phases.items() if k.startswith("verify_")) + phases.get("publish", 0.0), 3),
-        "bytes": sizes, "maxAbsError": errors, "failed": manifest.get("failed", []), "versions": manifest["versions"],
+        "name": name,
+        "model": module,
+        "args": args,
+        "checkpointStep": step,
+        "repeats": opts.repeats,
+        "calibrationSamples": opts.calibration,
+        "verifySamples": opts.verify_samples,
+        "bareSeconds": bare_s,
+        "fullSeconds": full_s,
+        "bareMedian": round(b, 3),
+        "fullMedian": round(f, 3),
+        "ratio": round(f / b, 3),
+        "ratioOfMinimums": round(min(full_s) / min(bare_s), 3),
+        "goalRatio": 1.5,
+        "meetsGoal": f / b <= 1.5,
+        "fullPhasesMedian": phases,
+        "verifyAndPublishSeconds": round(
+            sum(v for k, v in phases.items() if k.startswith("verify_")) + phases.get("publish", 0.0), 3
+        ),
+        "bytes": sizes,
+        "maxAbsError": errors,
+        "failed": manifest.get("failed", []),
+        "versions": manifest["versions"],
         "cpus": os.cpu_count(),
     }
     print(f"\nexport benchmark: {module} {args}, step {step}, {opts.repeats} repeats, {os.cpu_count()} CPUs")

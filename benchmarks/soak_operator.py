@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "operator")]
 
 from operator_harness import Cluster, OperatorProcess  # noqa: E402
+
 from soak.soak import Soak  # noqa: E402
 from support.crd import install_crd  # noqa: E402
 
@@ -58,10 +59,18 @@ def main() -> int:
     api = config.new_client_from_config(config_file=args.kubeconfig)
     core = client.CoreV1Api(api)
     ns = f"soak-{secrets.token_hex(3)}"
-    core.create_namespace({"metadata": {"name": ns, "labels": {
-        "tfps.dev/test": "true", "pod-security.kubernetes.io/enforce": "restricted"}}})
-    wait_until(lambda: core.list_namespaced_service_account(ns, field_selector="metadata.name=default").items,
-               what="default ServiceAccount")
+    core.create_namespace(
+        {
+            "metadata": {
+                "name": ns,
+                "labels": {"tfps.dev/test": "true", "pod-security.kubernetes.io/enforce": "restricted"},
+            }
+        }
+    )
+    wait_until(
+        lambda: core.list_namespaced_service_account(ns, field_selector="metadata.name=default").items,
+        what="default ServiceAccount",
+    )
     kube = Cluster(api, ns, wait_until)
     kube.bound_claim("data")
     logs = REPO / ".cluster" / "soak-logs" / ns
@@ -73,9 +82,18 @@ def main() -> int:
         ops.append(op)
         return op.start()
 
-    soak = Soak(kube, args.kubeconfig, new_operator, seed=args.seed, kills=args.kills, min_jobs=args.min_jobs,
-                in_flight=args.in_flight, kill_gap=(1.0, 6.0), downtime=(0.0, 3.0),
-                log=lambda m: print(time.strftime("%H:%M:%S"), m, flush=True))
+    soak = Soak(
+        kube,
+        args.kubeconfig,
+        new_operator,
+        seed=args.seed,
+        kills=args.kills,
+        min_jobs=args.min_jobs,
+        in_flight=args.in_flight,
+        kill_gap=(1.0, 6.0),
+        downtime=(0.0, 3.0),
+        log=lambda m: print(time.strftime("%H:%M:%S"), m, flush=True),
+    )
     problems: list[str] = []
     try:
         figures = soak.run()
@@ -87,20 +105,32 @@ def main() -> int:
         core.delete_namespace(ns)
         try:
             core.delete_persistent_volume(f"{ns}-data")
-        except Exception:  # noqa: BLE001 - best effort
+        except Exception:
             pass
-    result = {"benchmark": "soak_operator", "host": platform.node(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              **figures.as_dict(), "problems": problems, "operator_logs": str(logs)}
+    result = {
+        "benchmark": "soak_operator",
+        "host": platform.node(),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **figures.as_dict(),
+        "problems": problems,
+        "operator_logs": str(logs),
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    rows = [("seed", figures.seed), ("operator SIGKILLs", figures.kills),
-            ("  of them with jobs in flight", figures.kills_while_jobs_in_flight),
-            ("operator starts", figures.operator_starts), ("jobs", figures.jobs),
-            ("fates", ", ".join(f"{k} {v}" for k, v in sorted(figures.fates.items()))),
-            ("pod failures injected", figures.pod_failures_injected),
-            ("kubelet actions while the operator was down", figures.actions_while_operator_down),
-            ("pods created (watched)", figures.pods_created), ("export Jobs created", figures.export_jobs_created),
-            ("wall seconds", figures.seconds), ("audit problems", len(problems))]
+    rows = [
+        ("seed", figures.seed),
+        ("operator SIGKILLs", figures.kills),
+        ("  of them with jobs in flight", figures.kills_while_jobs_in_flight),
+        ("operator starts", figures.operator_starts),
+        ("jobs", figures.jobs),
+        ("fates", ", ".join(f"{k} {v}" for k, v in sorted(figures.fates.items()))),
+        ("pod failures injected", figures.pod_failures_injected),
+        ("kubelet actions while the operator was down", figures.actions_while_operator_down),
+        ("pods created (watched)", figures.pods_created),
+        ("export Jobs created", figures.export_jobs_created),
+        ("wall seconds", figures.seconds),
+        ("audit problems", len(problems)),
+    ]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{width}}  {v}")

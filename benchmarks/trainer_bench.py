@@ -35,7 +35,7 @@ MODEL_ARGS = {"features": 32, "hidden": 64}
 WARMUP = 100
 
 
-def _settings(root: Path, **kw):  # noqa: ANN202 - JobSettings
+def _settings(root: Path, **kw):
     from trainer_cluster import make_settings
 
     return make_settings(root, **kw)
@@ -65,25 +65,31 @@ def chief_tfps(steps: int) -> dict:
     trainer.settings = settings.model_copy(update={"steps": WARMUP + steps})
     fixed = {"restore": 0.0, "final_checkpoint": 0.0}
 
-    def timed(name: str, fn):  # noqa: ANN001, ANN202
-        def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def timed(name: str, fn):
+        def wrapper(*args, **kwargs):
             t = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
                 fixed[name] += time.perf_counter() - t
+
         return wrapper
 
     trainer.restore = timed("restore", trainer.restore)
-    trainer._save = timed("final_checkpoint", trainer._save)  # noqa: SLF001 - only the final save runs here
+    trainer._save = timed("final_checkpoint", trainer._save)
     cpu0 = _cpu()
     t0 = time.perf_counter()
     final = trainer.run()  # restores ckpt-WARMUP, trains `steps`, writes the final checkpoint
     dt = time.perf_counter() - t0
     cpu = _cpu() - cpu0
     assert final == WARMUP + steps
-    return {"seconds": dt, "steps": steps, "loop_seconds": dt - fixed["restore"] - fixed["final_checkpoint"],
-            "chief_cpu_seconds": cpu, **fixed}
+    return {
+        "seconds": dt,
+        "steps": steps,
+        "loop_seconds": dt - fixed["restore"] - fixed["final_checkpoint"],
+        "chief_cpu_seconds": cpu,
+        **fixed,
+    }
 
 
 def chief_bare(steps: int) -> dict:
@@ -102,14 +108,14 @@ def chief_bare(steps: int) -> dict:
         optimizer = c.optimizer(args)
         optimizer.build(model.trainable_variables)
 
-    def dataset_fn(ctx):  # noqa: ANN001, ANN202
+    def dataset_fn(ctx):
         return c.dataset(ctx, settings.batch_size, args)
 
     iterator = iter(coordinator.create_per_worker_dataset(strategy.distribute_datasets_from_function(dataset_fn)))
 
     @tf.function
-    def train_step(it):  # noqa: ANN001, ANN202
-        def replica_fn(batch):  # noqa: ANN001, ANN202
+    def train_step(it):
+        def replica_fn(batch):
             x, y = batch
             with tf.GradientTape() as tape:
                 loss = tf.reduce_mean(c.loss(y, model(x, training=True)))
@@ -150,15 +156,18 @@ def chief_checkpoint(vocabs: list[int]) -> dict:
     return {"save_seconds": saves, "bytes": size}
 
 
-def _run_chief(cluster, mode: str, arg: str, timeout: float = 400) -> dict:  # noqa: ANN001
-    code = f"import json,os,sys; sys.path.insert(0,{str(ROOT / 'benchmarks')!r}); import trainer_bench as b; " \
-           f"r=b.chief_{mode}({arg}); print('RESULT '+json.dumps(r), flush=True); os._exit(0)"
-    out = subprocess.run([sys.executable, "-c", code], env=cluster.env("chief", 0), capture_output=True,
-                         text=True, timeout=timeout)
+def _run_chief(cluster, mode: str, arg: str, timeout: float = 400) -> dict:
+    code = (
+        f"import json,os,sys; sys.path.insert(0,{str(ROOT / 'benchmarks')!r}); import trainer_bench as b; "
+        f"r=b.chief_{mode}({arg}); print('RESULT '+json.dumps(r), flush=True); os._exit(0)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=cluster.env("chief", 0), capture_output=True, text=True, timeout=timeout
+    )
     line = next((l for l in out.stdout.splitlines() if l.startswith("RESULT ")), None)
     if out.returncode != 0 or line is None:
         raise SystemExit(f"chief {mode} failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def main() -> None:
@@ -175,9 +184,11 @@ def main() -> None:
 
     from tfps_trainer.config import PartitionerSettings, Paths
 
-    results: dict = {"host": {"python": platform.python_version(), "cpus": os.cpu_count()},
-                     "cluster": {"ps": 2, "workers": 2}, "model": {"module": "tfps_trainer.examples.linear",
-                                                                   "args": MODEL_ARGS, "batch_size": 64}}
+    results: dict = {
+        "host": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "cluster": {"ps": 2, "workers": 2},
+        "model": {"module": "tfps_trainer.examples.linear", "args": MODEL_ARGS, "batch_size": 64},
+    }
     rates: dict[str, list[float]] = {"tfps": [], "bare": [], "tfps_end_to_end": []}
     fixed_costs: list[dict[str, float]] = []
     cpu_ms: dict[str, list[float]] = {"tfps": [], "bare": []}
@@ -187,28 +198,39 @@ def main() -> None:
         with LocalCluster(tmpdir / "procs", settings) as cluster:
             cluster.start_servers()
             for pair in range(a.pairs):
-                for mode in (("tfps", "bare") if pair % 2 == 0 else ("bare", "tfps")):
+                for mode in ("tfps", "bare") if pair % 2 == 0 else ("bare", "tfps"):
                     # A fresh job directory per tfps run, so it never resumes an earlier run.
-                    cluster.settings = settings.model_copy(update={"paths": Paths(root=str(tmpdir / f"job-{pair}-{mode}"))})
+                    cluster.settings = settings.model_copy(
+                        update={"paths": Paths(root=str(tmpdir / f"job-{pair}-{mode}"))}
+                    )
                     r = _run_chief(cluster, mode, str(a.steps))
                     rates[mode].append(r["steps"] / r.get("loop_seconds", r["seconds"]))
                     cpu_ms[mode].append(1000 * r["chief_cpu_seconds"] / r["steps"])
                     if mode == "tfps":
                         rates["tfps_end_to_end"].append(r["steps"] / r["seconds"])
                         fixed_costs.append({"restore": r["restore"], "final_checkpoint": r["final_checkpoint"]})
-                    print(f"  pair {pair} {mode:4s}: {rates[mode][-1]:8.1f} steps/s"
-                          + (f" (end to end incl. restore + final checkpoint: {rates['tfps_end_to_end'][-1]:.1f})"
-                             if mode == "tfps" else ""), flush=True)
+                    print(
+                        f"  pair {pair} {mode:4s}: {rates[mode][-1]:8.1f} steps/s"
+                        + (
+                            f" (end to end incl. restore + final checkpoint: {rates['tfps_end_to_end'][-1]:.1f})"
+                            if mode == "tfps"
+                            else ""
+                        ),
+                        flush=True,
+                    )
         results["steps_per_second"] = {
-            "steps_timed": a.steps, "pairs": a.pairs,
-            "tfps": rates["tfps"], "bare": rates["bare"],
-            "tfps_median": statistics.median(rates["tfps"]), "bare_median": statistics.median(rates["bare"]),
+            "steps_timed": a.steps,
+            "pairs": a.pairs,
+            "tfps": rates["tfps"],
+            "bare": rates["bare"],
+            "tfps_median": statistics.median(rates["tfps"]),
+            "bare_median": statistics.median(rates["bare"]),
             "tfps_end_to_end": rates["tfps_end_to_end"],
             "tfps_end_to_end_median": statistics.median(rates["tfps_end_to_end"]),
             "tfps_fixed_costs_seconds": fixed_costs,
             "chief_cpu_ms_per_step": cpu_ms,
             "note": "tfps = the training loop (steps / (run time - checkpoint restore - final checkpoint));"
-                    " tfps_end_to_end includes both one-time costs; bare has neither",
+            " tfps_end_to_end includes both one-time costs; bare has neither",
         }
         # Back-to-back runs of a pair see similar machine load: the median of per-pair ratios is
         # the robust figure on a shared machine; the ratio of medians is reported too.
@@ -217,21 +239,34 @@ def main() -> None:
         results["steps_per_second"]["pair_ratios"] = pair_ratios
         results["steps_per_second"]["ratio"] = ratio
         results["steps_per_second"]["ratio_of_medians"] = (
-            results["steps_per_second"]["tfps_median"] / results["steps_per_second"]["bare_median"])
+            results["steps_per_second"]["tfps_median"] / results["steps_per_second"]["bare_median"]
+        )
         results["load_average"] = os.getloadavg()
         results["steps_per_second"]["goal"] = 0.97
 
         ckpts = []
         for vocab in [int(v) for v in a.vocabs.split(",")]:
-            s = _settings(tmpdir / f"ckpt-{vocab}", steps=20, batch_size=64,
-                          model_module="tfps_trainer.examples.wide_deep", model_args={"vocab_size": vocab},
-                          partitioner=PartitionerSettings(max_shards=2))
+            s = _settings(
+                tmpdir / f"ckpt-{vocab}",
+                steps=20,
+                batch_size=64,
+                model_module="tfps_trainer.examples.wide_deep",
+                model_args={"vocab_size": vocab},
+                partitioner=PartitionerSettings(max_shards=2),
+            )
             with LocalCluster(tmpdir / f"procs-ckpt-{vocab}", s) as cluster:
                 cluster.start_servers()
                 r = _run_chief(cluster, "checkpoint", "[]")
             params = vocab * 17 + (24 * 32 + 32 + 32 + 1)
-            ckpts.append({"vocab_size": vocab, "params": params, "bytes": r["bytes"],
-                          "save_seconds_median": statistics.median(r["save_seconds"]), "save_seconds": r["save_seconds"]})
+            ckpts.append(
+                {
+                    "vocab_size": vocab,
+                    "params": params,
+                    "bytes": r["bytes"],
+                    "save_seconds_median": statistics.median(r["save_seconds"]),
+                    "save_seconds": r["save_seconds"],
+                }
+            )
         results["checkpoint_write"] = ckpts
 
     print()
@@ -242,19 +277,25 @@ def main() -> None:
     restore = statistics.median(f["restore"] for f in fixed_costs)
     final = statistics.median(f["final_checkpoint"] for f in fixed_costs)
     print(f"tfps one-time costs (median): restore {restore:.3f} s, final checkpoint {final:.3f} s")
-    print("chief CPU per step (ms, median; load-independent): "
-          + ", ".join(f"{m} {statistics.median(cpu_ms[m]):.3f}" for m in ("tfps", "bare")))
+    print(
+        "chief CPU per step (ms, median; load-independent): "
+        + ", ".join(f"{m} {statistics.median(cpu_ms[m]):.3f}" for m in ("tfps", "bare"))
+    )
     verdict = "meets" if ratio >= 0.97 else "BELOW"
-    print(f"ratio tfps/bare (median of {len(pair_ratios)} back-to-back pairs) = {ratio:.3f} ({verdict} the 0.97 goal);"
-          f" pairs: {', '.join(f'{r:.3f}' for r in pair_ratios)}; ratio of medians"
-          f" {results['steps_per_second']['ratio_of_medians']:.3f}; load average {os.getloadavg()[0]:.1f}"
-          f" on {os.cpu_count()} CPUs")
+    print(
+        f"ratio tfps/bare (median of {len(pair_ratios)} back-to-back pairs) = {ratio:.3f} ({verdict} the 0.97 goal);"
+        f" pairs: {', '.join(f'{r:.3f}' for r in pair_ratios)}; ratio of medians"
+        f" {results['steps_per_second']['ratio_of_medians']:.3f}; load average {os.getloadavg()[0]:.1f}"
+        f" on {os.cpu_count()} CPUs"
+    )
     print()
     print(f"{'vocab':>10}{'params':>12}{'ckpt MB':>10}{'save s (median)':>18}{'MB/s':>10}")
     for c in ckpts:
         mb = c["bytes"] / 1e6
-        print(f"{c['vocab_size']:>10}{c['params']:>12}{mb:>10.2f}{c['save_seconds_median']:>18.3f}"
-              f"{mb / c['save_seconds_median']:>10.1f}")
+        print(
+            f"{c['vocab_size']:>10}{c['params']:>12}{mb:>10.2f}{c['save_seconds_median']:>18.3f}"
+            f"{mb / c['save_seconds_median']:>10.1f}"
+        )
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nwrote {a.out}")

@@ -67,9 +67,7 @@ class Cluster:
 
 
 def _hack_cluster(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(HACK_CLUSTER), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
-    )
+    return subprocess.run([str(HACK_CLUSTER), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
 def _server_of(kubeconfig: Path) -> str:

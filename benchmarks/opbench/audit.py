@@ -26,14 +26,21 @@ def requests_of(path: Path, start: int, user: str) -> list[dict[str, Any]]:
             try:
                 ev = json.loads(line)
             except ValueError:
-                continue   # a line being written right now
+                continue  # a line being written right now
             if (ev.get("user") or {}).get("username") != user:
                 continue
             ref = ev.get("objectRef") or {}
-            seen.setdefault(ev["auditID"], {
-                "t": _ts(ev["requestReceivedTimestamp"]), "verb": ev.get("verb"), "user_agent": ev.get("userAgent", ""),
-                "resource": "/".join(filter(None, (ref.get("resource"), ref.get("subresource")))) or ev.get("requestURI", ""),
-                "code": (ev.get("responseStatus") or {}).get("code")})
+            seen.setdefault(
+                ev["auditID"],
+                {
+                    "t": _ts(ev["requestReceivedTimestamp"]),
+                    "verb": ev.get("verb"),
+                    "user_agent": ev.get("userAgent", ""),
+                    "resource": "/".join(filter(None, (ref.get("resource"), ref.get("subresource"))))
+                    or ev.get("requestURI", ""),
+                    "code": (ev.get("responseStatus") or {}).get("code"),
+                },
+            )
     return list(seen.values())
 
 
@@ -43,5 +50,10 @@ def summarize(reqs: list[dict[str, Any]], since: float) -> dict[str, Any]:
     by = Counter(f"{r['verb']} {r['resource']}" for r in after)
     codes = Counter(str(r["code"]) for r in after)
     agents = Counter(r["user_agent"].split(" ")[0] for r in reqs)
-    return {"startup": len(reqs) - len(after), "workload": len(after), "by_verb_resource": dict(by.most_common()),
-            "codes": dict(codes), "user_agents": dict(agents)}
+    return {
+        "startup": len(reqs) - len(after),
+        "workload": len(after),
+        "by_verb_resource": dict(by.most_common()),
+        "codes": dict(codes),
+        "user_agents": dict(agents),
+    }

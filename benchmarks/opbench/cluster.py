@@ -14,12 +14,17 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 STATE = Path(os.environ.get("TFPS_BENCH_CLUSTER_DIR", "/tmp/tfps-bench-cluster"))
-PORTS = {"TFPS_APISERVER_PORT": "17443", "TFPS_ETCD_PORT": "17379", "TFPS_ETCD_PEER_PORT": "17380",
-         "TFPS_KCM_PORT": "17257", "TFPS_SCHED_PORT": "17259"}
+PORTS = {
+    "TFPS_APISERVER_PORT": "17443",
+    "TFPS_ETCD_PORT": "17379",
+    "TFPS_ETCD_PEER_PORT": "17380",
+    "TFPS_KCM_PORT": "17257",
+    "TFPS_SCHED_PORT": "17259",
+}
 AUDIT_LOG = STATE / "logs" / "audit.log"
 USERS = {"tfps": "bench-tfps-operator", "tfjob": "bench-tfjob-operator"}
 """Client-certificate user of each operator: the audit log counts requests by this name."""
-PODS_PER_NODE = 250   # a node's pod CIDR is a /24
+PODS_PER_NODE = 250  # a node's pod CIDR is a /24
 KUBEFLOW_CRD = "kubeflow.org_tfjobs.yaml"
 
 AUDIT_POLICY = f"""apiVersion: audit.k8s.io/v1
@@ -33,8 +38,10 @@ rules:
 
 
 def _env() -> dict[str, str]:
-    args = (f"--audit-policy-file={STATE / 'audit-policy.yaml'} --audit-log-path={AUDIT_LOG} "
-            "--audit-log-format=json --audit-log-maxsize=0 --audit-log-mode=blocking")
+    args = (
+        f"--audit-policy-file={STATE / 'audit-policy.yaml'} --audit-log-path={AUDIT_LOG} "
+        "--audit-log-format=json --audit-log-maxsize=0 --audit-log-mode=blocking"
+    )
     return {**os.environ, "TFPS_CLUSTER_DIR": str(STATE), "TFPS_APISERVER_EXTRA_ARGS": args, **PORTS}
 
 
@@ -47,8 +54,12 @@ def server() -> str:
 
 
 def kubectl(*args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([str(STATE / "bin" / "kubectl"), f"--kubeconfig={kubeconfig()}", *args], input=input,
-                       text=True, capture_output=True)
+    r = subprocess.run(
+        [str(STATE / "bin" / "kubectl"), f"--kubeconfig={kubeconfig()}", *args],
+        input=input,
+        text=True,
+        capture_output=True,
+    )
     if check and r.returncode != 0:
         raise RuntimeError(f"kubectl {' '.join(args)}: {r.stderr.strip()}")
     return r
@@ -64,8 +75,10 @@ def up() -> None:
         sys.exit(f"{STATE} has no logs/ directory after hack/cluster up")
     ps = subprocess.run(["cat", str(STATE / "pids" / "kube-apiserver.cmd")], text=True, capture_output=True).stdout
     if "--audit-log-path" not in ps:
-        sys.exit(f"the benchmark API server in {STATE} runs without the audit log; run `TFPS_CLUSTER_DIR={STATE} "
-                 "hack/cluster down` and retry")
+        sys.exit(
+            f"the benchmark API server in {STATE} runs without the audit log; run `TFPS_CLUSTER_DIR={STATE} "
+            "hack/cluster down` and retry"
+        )
 
 
 def down() -> None:
@@ -80,24 +93,73 @@ def ensure_identities() -> dict[str, str]:
         cfg = STATE / f"{user}.kubeconfig"
         key, crt = pki / f"{user}.key", pki / f"{user}.crt"
         if not (cfg.exists() and crt.exists()):
-            subprocess.run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                            "-nodes", "-keyout", str(key), "-out", str(pki / f"{user}.csr"), "-subj", f"/CN={user}"],
-                           check=True, capture_output=True)
+            subprocess.run(
+                [
+                    "openssl",
+                    "req",
+                    "-new",
+                    "-newkey",
+                    "ec",
+                    "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1",
+                    "-nodes",
+                    "-keyout",
+                    str(key),
+                    "-out",
+                    str(pki / f"{user}.csr"),
+                    "-subj",
+                    f"/CN={user}",
+                ],
+                check=True,
+                capture_output=True,
+            )
             ext = pki / f"{user}.ext"
-            ext.write_text("basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
-                           "extendedKeyUsage=clientAuth\n")
-            subprocess.run(["openssl", "x509", "-req", "-in", str(pki / f"{user}.csr"), "-CA", str(pki / "ca.crt"),
-                            "-CAkey", str(pki / "ca.key"), "-CAcreateserial", "-days", "30", "-sha256",
-                            "-extfile", str(ext), "-out", str(crt)], check=True, capture_output=True)
+            ext.write_text(
+                "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+                "extendedKeyUsage=clientAuth\n"
+            )
+            subprocess.run(
+                [
+                    "openssl",
+                    "x509",
+                    "-req",
+                    "-in",
+                    str(pki / f"{user}.csr"),
+                    "-CA",
+                    str(pki / "ca.crt"),
+                    "-CAkey",
+                    str(pki / "ca.key"),
+                    "-CAcreateserial",
+                    "-days",
+                    "30",
+                    "-sha256",
+                    "-extfile",
+                    str(ext),
+                    "-out",
+                    str(crt),
+                ],
+                check=True,
+                capture_output=True,
+            )
             for f in ("csr", "ext"):
                 (pki / f"{user}.{f}").unlink()
-            for args in (["set-cluster", "bench", f"--server={server()}", f"--certificate-authority={pki / 'ca.crt'}",
-                          "--embed-certs"],
-                         ["set-credentials", user, f"--client-certificate={crt}", f"--client-key={key}", "--embed-certs"],
-                         ["set-context", "bench", "--cluster=bench", f"--user={user}"],
-                         ["use-context", "bench"]):
-                subprocess.run([str(STATE / "bin" / "kubectl"), f"--kubeconfig={cfg}", "config", *args],
-                               check=True, capture_output=True)
+            for args in (
+                [
+                    "set-cluster",
+                    "bench",
+                    f"--server={server()}",
+                    f"--certificate-authority={pki / 'ca.crt'}",
+                    "--embed-certs",
+                ],
+                ["set-credentials", user, f"--client-certificate={crt}", f"--client-key={key}", "--embed-certs"],
+                ["set-context", "bench", "--cluster=bench", f"--user={user}"],
+                ["use-context", "bench"],
+            ):
+                subprocess.run(
+                    [str(STATE / "bin" / "kubectl"), f"--kubeconfig={cfg}", "config", *args],
+                    check=True,
+                    capture_output=True,
+                )
         binding = f"bench-{op}-admin"
         if kubectl("get", "clusterrolebinding", binding, check=False).returncode != 0:
             kubectl("create", "clusterrolebinding", binding, "--clusterrole=cluster-admin", f"--user={user}")
@@ -131,8 +193,14 @@ status:
         kubectl("taint", "node", n, "bench=off:NoSchedule", "--overwrite", check=False)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        out = kubectl("get", "nodes", "-l", "type=kwok", "-o",
-                      "jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}").stdout
+        out = kubectl(
+            "get",
+            "nodes",
+            "-l",
+            "type=kwok",
+            "-o",
+            'jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}',
+        ).stdout
         ready = sum(1 for line in out.splitlines() if line.startswith("bench-node-") and line.endswith("True"))
         if ready >= want:
             return want
@@ -147,8 +215,12 @@ def install_crds(tfjob_crd: Path) -> None:
     install_crd(kubeconfig())
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(tfjob_crd))
     for attempt in range(30):  # the CRD may take a moment to show up in the wait's first GET
-        if kubectl("wait", "--for=condition=Established", "crd/tfjobs.kubeflow.org", "--timeout=60s",
-                   check=attempt == 29).returncode == 0:
+        if (
+            kubectl(
+                "wait", "--for=condition=Established", "crd/tfjobs.kubeflow.org", "--timeout=60s", check=attempt == 29
+            ).returncode
+            == 0
+        ):
             break
         time.sleep(1)
 

@@ -28,19 +28,24 @@ def tfps_binary() -> Path:
     installs): the dev venv also holds the test tools' ``kubernetes`` client, which Kopf imports
     when present (about 40 MiB the shipped operator does not carry). Built once per
     pyproject.toml + constraints.txt; the sources are installed editable, so it runs this checkout."""
-    key = hashlib.sha256((REPO / "pyproject.toml").read_bytes() + (REPO / "constraints.txt").read_bytes()).hexdigest()[:12]
+    key = hashlib.sha256((REPO / "pyproject.toml").read_bytes() + (REPO / "constraints.txt").read_bytes()).hexdigest()[
+        :12
+    ]
     venv = TFPS_CACHE / "operator-venv" / key
     tfps = venv / "bin" / "tfps"
     if not (venv / ".complete").exists():
         shutil.rmtree(venv, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "-c", str(REPO / "constraints.txt"), "-e", str(REPO)],
-                       check=True)
+        subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "-q", "-c", str(REPO / "constraints.txt"), "-e", str(REPO)],
+            check=True,
+        )
         (venv / ".complete").touch()
     return tfps
 
-TFJOB_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")   # hard-coded in training-operator (pkg/cert)
-TFJOB_SECRET = "training-operator-webhook-cert"                   # its --webhook-secret-name default
+
+TFJOB_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")  # hard-coded in training-operator (pkg/cert)
+TFJOB_SECRET = "training-operator-webhook-cert"  # its --webhook-secret-name default
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -54,8 +59,8 @@ def free_port() -> int:
 class Variant:
     """One operator configuration of the comparison."""
 
-    key: str        # result key: tfps, tfjob, tfjob-qps
-    operator: str   # tfps | tfjob
+    key: str  # result key: tfps, tfjob, tfjob-qps
+    operator: str  # tfps | tfjob
     label: str
     extra_args: list[str] = field(default_factory=list)
 
@@ -63,19 +68,28 @@ class Variant:
 VARIANTS = {
     "tfps": Variant("tfps", "tfps", "tfps-operator (defaults)"),
     "tfjob": Variant("tfjob", "tfjob", "training-operator v1.9.3 (defaults: --kube-api-qps=20 --kube-api-burst=30)"),
-    "tfjob-qps": Variant("tfjob-qps", "tfjob", "training-operator v1.9.3 (--kube-api-qps=1000 --kube-api-burst=2000)",
-                         ["--kube-api-qps=1000", "--kube-api-burst=2000"]),
+    "tfjob-qps": Variant(
+        "tfjob-qps",
+        "tfjob",
+        "training-operator v1.9.3 (--kube-api-qps=1000 --kube-api-burst=2000)",
+        ["--kube-api-qps=1000", "--kube-api-burst=2000"],
+    ),
 }
 
 
 def proc_stats(pid: int) -> dict[str, float]:
     """Current and peak resident memory (MiB) and CPU seconds of ``pid`` (plus its reaped children)."""
     status = Path(f"/proc/{pid}/status").read_text()
-    kb = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines() if line.startswith(("VmRSS", "VmHWM"))}
+    kb = {
+        line.split(":")[0]: int(line.split()[1]) for line in status.splitlines() if line.startswith(("VmRSS", "VmHWM"))
+    }
     stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     utime, stime, cutime, cstime = (int(x) for x in stat[11:15])
-    return {"rss_mib": kb["VmRSS"] / 1024, "peak_rss_mib": kb["VmHWM"] / 1024,
-            "cpu_s": (utime + stime + cutime + cstime) / CLK_TCK}
+    return {
+        "rss_mib": kb["VmRSS"] / 1024,
+        "peak_rss_mib": kb["VmHWM"] / 1024,
+        "cpu_s": (utime + stime + cutime + cstime) / CLK_TCK,
+    }
 
 
 class OperatorProc:
@@ -94,33 +108,50 @@ class OperatorProc:
         env["KUBECONFIG"] = self.kubeconfig
         if self.v.operator == "tfps":
             health, metrics = free_port(), free_port()
-            env.update({"TFPS_BIND_ADDRESS": "127.0.0.1", "TFPS_HEALTH_PORT": str(health),
-                        "TFPS_METRICS_PORT": str(metrics)})
+            env.update(
+                {"TFPS_BIND_ADDRESS": "127.0.0.1", "TFPS_HEALTH_PORT": str(health), "TFPS_METRICS_PORT": str(metrics)}
+            )
             self.health_url = f"http://127.0.0.1:{health}/healthz"
-            return [str(tfps_binary()), "operator", "--kubeconfig", self.kubeconfig, "--namespace", self.ns,
-                    *self.v.extra_args], env
+            return [
+                str(tfps_binary()),
+                "operator",
+                "--kubeconfig",
+                self.kubeconfig,
+                "--namespace",
+                self.ns,
+                *self.v.extra_args,
+            ], env
         from .tfjob import binary
 
         probe = free_port()
-        env["MY_POD_NAMESPACE"] = self.ns   # where its cert rotator keeps the webhook Secret
+        env["MY_POD_NAMESPACE"] = self.ns  # where its cert rotator keeps the webhook Secret
         self.health_url = f"http://127.0.0.1:{probe}/readyz"
-        return [str(binary()), "--enable-scheme=tfjob", f"--namespace={self.ns}",
-                f"--metrics-bind-address=127.0.0.1:{free_port()}", f"--health-probe-bind-address=127.0.0.1:{probe}",
-                f"--webhook-server-port={free_port()}", *self.v.extra_args], env
+        return [
+            str(binary()),
+            "--enable-scheme=tfjob",
+            f"--namespace={self.ns}",
+            f"--metrics-bind-address=127.0.0.1:{free_port()}",
+            f"--health-probe-bind-address=127.0.0.1:{probe}",
+            f"--webhook-server-port={free_port()}",
+            *self.v.extra_args,
+        ], env
 
     def start(self, timeout: float = 120) -> None:
         if self.v.operator == "tfjob":
             self._prepare_tfjob()
         argv, env = self._argv_env()
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True
+            )
         deadline = time.monotonic() + timeout
         mounted = False
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.v.key} exited {self.proc.returncode}; log {self.log_path}:\n"
-                                   + self.log_path.read_text(errors="replace")[-3000:])
+                raise RuntimeError(
+                    f"{self.v.key} exited {self.proc.returncode}; log {self.log_path}:\n"
+                    + self.log_path.read_text(errors="replace")[-3000:]
+                )
             if self.v.operator == "tfjob" and not mounted:
                 mounted = self._mount_webhook_secret()
             try:

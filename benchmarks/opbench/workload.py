@@ -6,8 +6,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from kubernetes import client, watch
 
@@ -18,21 +19,50 @@ KINDS = {"tfps": ("tfps.dev", "v1alpha1", "pstrainingjobs"), "tfjob": ("kubeflow
 
 
 def tfps_job(name: str) -> dict[str, Any]:
-    return {"apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob", "metadata": {"name": name},
-            "spec": {"image": IMAGE, "model": {"module": "tfps_trainer.examples.linear"}, "training": {"steps": 10},
-                     "replicas": {"chief": {"replicas": 1}, "ps": {"replicas": 2}, "worker": {"replicas": 3}},
-                     "storage": {"claimName": "data"}, "export": {"enabled": False},
-                     "runPolicy": {"cleanPodPolicy": "Running"}}}
+    return {
+        "apiVersion": "tfps.dev/v1alpha1",
+        "kind": "PSTrainingJob",
+        "metadata": {"name": name},
+        "spec": {
+            "image": IMAGE,
+            "model": {"module": "tfps_trainer.examples.linear"},
+            "training": {"steps": 10},
+            "replicas": {"chief": {"replicas": 1}, "ps": {"replicas": 2}, "worker": {"replicas": 3}},
+            "storage": {"claimName": "data"},
+            "export": {"enabled": False},
+            "runPolicy": {"cleanPodPolicy": "Running"},
+        },
+    }
 
 
 def tfjob_job(name: str) -> dict[str, Any]:
     def spec(n: int) -> dict[str, Any]:
-        return {"replicas": n, "restartPolicy": "Never", "template": {"spec": {"containers": [
-            {"name": "tensorflow", "image": IMAGE, "args": ["python", "-m", "tfps_trainer"],
-             "ports": [{"name": "tfjob-port", "containerPort": 2222}]}]}}}
-    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name},
-            "spec": {"runPolicy": {"cleanPodPolicy": "Running"},
-                     "tfReplicaSpecs": {"Chief": spec(1), "PS": spec(2), "Worker": spec(3)}}}
+        return {
+            "replicas": n,
+            "restartPolicy": "Never",
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "tensorflow",
+                            "image": IMAGE,
+                            "args": ["python", "-m", "tfps_trainer"],
+                            "ports": [{"name": "tfjob-port", "containerPort": 2222}],
+                        }
+                    ]
+                }
+            },
+        }
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": "Running"},
+            "tfReplicaSpecs": {"Chief": spec(1), "PS": spec(2), "Worker": spec(3)},
+        },
+    }
 
 
 def job_manifest(operator: str, name: str) -> dict[str, Any]:
@@ -92,8 +122,14 @@ class Observer:
                 w = RawWatch()
                 self._watches.append(w)
                 try:
-                    for ev in w.stream(fn, *args, resource_version=resource_version, timeout_seconds=60,
-                                       allow_watch_bookmarks=True, _request_timeout=90):
+                    for ev in w.stream(
+                        fn,
+                        *args,
+                        resource_version=resource_version,
+                        timeout_seconds=60,
+                        allow_watch_bookmarks=True,
+                        _request_timeout=90,
+                    ):
                         now = time.time()
                         obj = ev["object"]
                         raw = obj if isinstance(obj, dict) else self.api.sanitize_for_serialization(obj)
@@ -106,6 +142,7 @@ class Observer:
                     if not self._stop.is_set():
                         self.errors.append(repr(exc))
                         time.sleep(0.2)
+
         t = threading.Thread(target=loop, daemon=True)
         t.start()
         self._threads.append(t)
@@ -171,10 +208,30 @@ def create_jobs(api: Any, operator: str, namespace: str, names: list[str], threa
 def finish_chief(api: Any, namespace: str, pod: str, container: tuple[str, str]) -> float:
     """Play kubelet: the chief's container exited 0 (pod Succeeded). Returns when the patch was sent."""
     t = time.time()
-    client.CoreV1Api(api).patch_namespaced_pod_status(pod, namespace, {"status": {
-        "phase": "Succeeded",
-        "containerStatuses": [{"name": container[0], "image": container[1], "imageID": "", "ready": False,
-                               "restartCount": 0, "state": {"terminated": {
-                                   "exitCode": 0, "reason": "Completed", "startedAt": "2026-01-01T00:00:00Z",
-                                   "finishedAt": "2026-01-01T00:00:01Z"}}}]}})
+    client.CoreV1Api(api).patch_namespaced_pod_status(
+        pod,
+        namespace,
+        {
+            "status": {
+                "phase": "Succeeded",
+                "containerStatuses": [
+                    {
+                        "name": container[0],
+                        "image": container[1],
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {
+                            "terminated": {
+                                "exitCode": 0,
+                                "reason": "Completed",
+                                "startedAt": "2026-01-01T00:00:00Z",
+                                "finishedAt": "2026-01-01T00:00:01Z",
+                            }
+                        },
+                    }
+                ],
+            }
+        },
+    )
     return t

@@ -7,7 +7,6 @@ TensorBoard events, and saves the model at the end. The directories come from fl
 """
 
 import argparse
-import os
 
 import numpy as np
 import tensorflow as tf
@@ -52,8 +51,13 @@ def main():
     args = parse_args()
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if resolver.task_type in ("ps", "worker"):
-        server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
-                                      task_index=resolver.task_id, protocol=resolver.rpc_layer or "grpc", start=True)
+        server = tf.distribute.Server(
+            resolver.cluster_spec(),
+            job_name=resolver.task_type,
+            task_index=resolver.task_id,
+            protocol=resolver.rpc_layer or "grpc",
+            start=True,
+        )
         server.join()
         return
     if resolver.task_type == "evaluator":
@@ -61,8 +65,9 @@ def main():
 
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     with strategy.scope():
-        model = keras.Sequential([keras.layers.Dense(16, activation="relu", input_shape=(FEATURES,)),
-                                  keras.layers.Dense(1)])
+        model = keras.Sequential(
+            [keras.layers.Dense(16, activation="relu", input_shape=(FEATURES,)), keras.layers.Dense(1)]
+        )
         model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05), loss="mse", steps_per_execution=10)
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
     checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, step=step)
@@ -73,8 +78,14 @@ def main():
     initial_epoch = int(step.numpy()) // args.steps_per_epoch
 
     data = keras.utils.experimental.DatasetCreator(lambda ctx: dataset_fn(ctx, args.batch_size))
-    model.fit(data, epochs=args.epochs, initial_epoch=initial_epoch, steps_per_epoch=args.steps_per_epoch,
-              callbacks=[SaveCheckpoint(manager, step), keras.callbacks.TensorBoard(args.log_dir)], verbose=2)
+    model.fit(
+        data,
+        epochs=args.epochs,
+        initial_epoch=initial_epoch,
+        steps_per_epoch=args.steps_per_epoch,
+        callbacks=[SaveCheckpoint(manager, step), keras.callbacks.TensorBoard(args.log_dir)],
+        verbose=2,
+    )
     model.save(args.model_dir)
     print(f"saved model to {args.model_dir}", flush=True)
 

@@ -1,20 +1,20 @@
 """`tfps`: the command line. Each subcommand lives in the module that owns it; this file only parses.
 
-    tfps operator   run the operator (tfps_operator.runner)
-    tfps run        run a job file locally (tfps_operator.local)
-    tfps check      export pre-flight of a job file, before training (tfps_operator.local.check)
-    tfps crd        print the generated CRD (tfps_operator.api.crd)
-    tfps validate   check job files client-side (tfps_operator.api.validate)
-    tfps submit     apply a job file to the cluster, with --code DIR as a ConfigMap (tfps_operator.submit)
-    tfps convert    a Kubeflow TFJob as a PSTrainingJob in script mode (tfps_operator.convert)
-    tfps get|describe|wait|logs|artifacts   read and watch jobs on a cluster (tfps_operator.client.cli_verbs)
+tfps operator   run the operator (tfps_operator.runner)
+tfps run        run a job file locally (tfps_operator.local)
+tfps check      export pre-flight of a job file, before training (tfps_operator.local.check)
+tfps crd        print the generated CRD (tfps_operator.api.crd)
+tfps validate   check job files client-side (tfps_operator.api.validate)
+tfps submit     apply a job file to the cluster, with --code DIR as a ConfigMap (tfps_operator.submit)
+tfps convert    a Kubeflow TFJob as a PSTrainingJob in script mode (tfps_operator.convert)
+tfps get|describe|wait|logs|artifacts   read and watch jobs on a cluster (tfps_operator.client.cli_verbs)
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,26 +22,47 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     op = sub.add_parser("operator", help="run the operator")
-    op.add_argument("--namespace", "-n", action="append", default=None,
-                    help="watch this namespace (repeatable); default: all namespaces (env TFPS_NAMESPACES, comma-separated)")
-    op.add_argument("--default-image", default=None, help="trainer image for jobs that set none (env TFPS_DEFAULT_IMAGE)")
+    op.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        default=None,
+        help="watch this namespace (repeatable); default: all namespaces (env TFPS_NAMESPACES, comma-separated)",
+    )
+    op.add_argument(
+        "--default-image", default=None, help="trainer image for jobs that set none (env TFPS_DEFAULT_IMAGE)"
+    )
     op.add_argument("--log-format", choices=["plain", "json"], default=None, help="log format (env TFPS_LOG_FORMAT)")
-    op.add_argument("--health-port", type=int, default=None, help="liveness endpoint port (env TFPS_HEALTH_PORT, default 8080)")
-    op.add_argument("--metrics-port", type=int, default=None, help="Prometheus metrics port (env TFPS_METRICS_PORT, default 9090)")
+    op.add_argument(
+        "--health-port", type=int, default=None, help="liveness endpoint port (env TFPS_HEALTH_PORT, default 8080)"
+    )
+    op.add_argument(
+        "--metrics-port", type=int, default=None, help="Prometheus metrics port (env TFPS_METRICS_PORT, default 9090)"
+    )
     op.add_argument("--peering", default=None, help="Kopf peering name for leader election (env TFPS_PEERING)")
     op.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     op.add_argument("--verbose", "-v", action="store_true")
 
     run = sub.add_parser("run", help="run a PSTrainingJob file locally, as processes on this machine")
     run.add_argument("file", help="PSTrainingJob YAML")
-    run.add_argument("--workdir", default=None, help="plays the job volume: files go under WORKDIR/<namespace>/<job>/ (default: ./tfps-work)")
+    run.add_argument(
+        "--workdir",
+        default=None,
+        help="plays the job volume: files go under WORKDIR/<namespace>/<job>/ (default: ./tfps-work)",
+    )
     run.add_argument("--steps", type=int, default=None, help="override spec.training.steps")
     run.add_argument("--no-export", action="store_true", help="train only")
-    run.add_argument("--code", default=None, metavar="DIR",
-                     help="the job's code (what spec.model.source ships on a cluster): every process runs in DIR, "
-                          "with DIR first on PYTHONPATH")
+    run.add_argument(
+        "--code",
+        default=None,
+        metavar="DIR",
+        help="the job's code (what spec.model.source ships on a cluster): every process runs in DIR, "
+        "with DIR first on PYTHONPATH",
+    )
 
-    check = sub.add_parser("check", help="convert and verify a job's model with fresh weights: what will export, what will fail")
+    check = sub.add_parser(
+        "check", help="convert and verify a job's model with fresh weights: what will export, what will fail"
+    )
     check.add_argument("file", help="PSTrainingJob YAML")
 
     crd = sub.add_parser("crd", help="print the PSTrainingJob CustomResourceDefinition (YAML)")
@@ -52,8 +73,12 @@ def _parser() -> argparse.ArgumentParser:
 
     subm = sub.add_parser("submit", help="apply a PSTrainingJob to the cluster ($KUBECONFIG), its code from --code DIR")
     subm.add_argument("file", help="PSTrainingJob YAML")
-    subm.add_argument("--code", default=None, metavar="DIR",
-                      help="pack DIR into a ConfigMap owned by the job (spec.model.source): on PYTHONPATH, the working directory")
+    subm.add_argument(
+        "--code",
+        default=None,
+        metavar="DIR",
+        help="pack DIR into a ConfigMap owned by the job (spec.model.source): on PYTHONPATH, the working directory",
+    )
 
     conv = sub.add_parser("convert", help="print the PSTrainingJob (script mode) equivalent of a Kubeflow TFJob")
     conv.add_argument("file", help="TFJob YAML (kubeflow.org/v1)")

@@ -37,8 +37,11 @@ class CodePack:
     binary_files: list[str] = field(default_factory=list)
 
     def configmap(self, name: str, namespace: str, owner: dict[str, object] | None = None) -> dict[str, object]:
-        meta: dict[str, object] = {"name": name, "namespace": namespace,
-                                   "labels": {"app.kubernetes.io/managed-by": "tfps-submit"}}
+        meta: dict[str, object] = {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "tfps-submit"},
+        }
         if owner:
             meta["ownerReferences"] = [owner]
         cm: dict[str, object] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": self.data}
@@ -49,12 +52,20 @@ class CodePack:
 
 def _git_files(directory: Path) -> list[str] | None:
     try:
-        inside = subprocess.run(["git", "-C", str(directory), "rev-parse", "--is-inside-work-tree"],
-                                capture_output=True, text=True, timeout=30)
+        inside = subprocess.run(
+            ["git", "-C", str(directory), "rev-parse", "--is-inside-work-tree"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if inside.returncode != 0 or inside.stdout.strip() != "true":
             return None
-        out = subprocess.run(["git", "-C", str(directory), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "."],
-                             capture_output=True, timeout=60, check=True).stdout
+        out = subprocess.run(
+            ["git", "-C", str(directory), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "."],
+            capture_output=True,
+            timeout=60,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return [p for p in out.decode().split("\0") if p and (directory / p).is_file()]
@@ -76,7 +87,11 @@ def _walk(directory: Path) -> list[str]:
         parts = rel.parts
         if any(p in ALWAYS_SKIPPED for p in parts) or path.suffix in SKIPPED_SUFFIXES or not path.is_file():
             continue
-        if any(fnmatch.fnmatch(p, pat) or fnmatch.fnmatch(rel.as_posix(), pat.lstrip("/")) for pat in patterns for p in parts):
+        if any(
+            fnmatch.fnmatch(p, pat) or fnmatch.fnmatch(rel.as_posix(), pat.lstrip("/"))
+            for pat in patterns
+            for p in parts
+        ):
             continue
         out.append(rel.as_posix())
     return out
@@ -87,8 +102,11 @@ def files_of(directory: Path) -> list[str]:
     found = _git_files(directory)
     if found is None:
         return _walk(directory)
-    return sorted(p for p in found if not any(part in ALWAYS_SKIPPED for part in Path(p).parts)
-                  and Path(p).suffix not in SKIPPED_SUFFIXES)
+    return sorted(
+        p
+        for p in found
+        if not any(part in ALWAYS_SKIPPED for part in Path(p).parts) and Path(p).suffix not in SKIPPED_SUFFIXES
+    )
 
 
 def pack(directory: str | Path, limit: int = MAX_CONFIGMAP_BYTES) -> CodePack:
@@ -117,5 +135,6 @@ def pack(directory: str | Path, limit: int = MAX_CONFIGMAP_BYTES) -> CodePack:
         raise CodePackError(
             f"--code: {root} packs to {out.size / 1024:.0f} KiB, over the ConfigMap limit of {limit / 1024:.0f} KiB "
             f"(largest: {largest}): leave data and models out (.gitignore), or build an image FROM the trainer "
-            "image (examples/seed/Dockerfile)")
+            "image (examples/seed/Dockerfile)"
+        )
     return out

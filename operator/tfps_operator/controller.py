@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -23,14 +23,14 @@ from pydantic import ValidationError
 from . import metrics
 from .api.models import PSTrainingJob, PSTrainingJobStatus
 from .api.validate import validate_job
-from .manifests import names
 from .kube.client import ApiError, Kube
 from .kube.executor import Outcome, dry_run, execute, minor_status_change, post_events, status_patch
 from .kube.watched import RecentWrites, Views
+from .manifests import names
 from .reconcile import admission
 from .reconcile.machine import creation_failed, invalid_spec, reconcile
-from .reconcile.plan import Plan
 from .reconcile.observed import observe
+from .reconcile.plan import Plan
 from .settings import FINALIZER, OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -61,11 +61,12 @@ def parse_job(body: dict[str, Any]) -> PSTrainingJob:
 
 
 def now() -> datetime:
-    return datetime.now(timezone.utc).replace(microsecond=0)
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 async def _sleep(delay: float, wake: asyncio.Event, stopped: Any) -> None:
     """Sleep until ``delay`` passes, ``wake`` is set, or Kopf stops the daemon."""
+
     async def until_stopped() -> None:
         await stopped.wait()
 
@@ -102,8 +103,10 @@ class _JobState:
         """Seconds until a progress-only status change may be written: the interval after the last
         write, doubling with each progress-only write in a row (a long start is reported at 3, 9,
         21, 45, 75 s...), up to the maximum; a significant write resets it."""
-        spacing = min(settings.status_interval_seconds * 2 ** self.progress_writes,
-                      max(settings.status_interval_max_seconds, settings.status_interval_seconds))
+        spacing = min(
+            settings.status_interval_seconds * 2**self.progress_writes,
+            max(settings.status_interval_max_seconds, settings.status_interval_seconds),
+        )
         return self.last_status_write + spacing - now
 
     def freshest(self, live: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -195,14 +198,16 @@ class Controller:
                 self._parsed[cache_key] = str(exc)
         return self._parsed[cache_key]
 
-    async def reconcile_once(self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any],
-                             views: Views) -> float | None:
+    async def reconcile_once(
+        self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any], views: Views
+    ) -> float | None:
         """One pass; returns seconds until the next one, or None when the job is gone."""
         async with self._pass_slot():
             return await self._timed_pass(namespace, name, state, live, views)
 
-    async def _timed_pass(self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any],
-                          views: Views) -> float | None:
+    async def _timed_pass(
+        self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any], views: Views
+    ) -> float | None:
         started = time.monotonic()
         result = "ok"
         try:
@@ -224,8 +229,16 @@ class Controller:
         s = self.settings
         return min(s.retry_max_seconds, s.retry_base_seconds * 2 ** (state.create_failures - 1))
 
-    def _decide(self, namespace: str, name: str, state: _JobState, body: dict[str, Any],
-                current: PSTrainingJobStatus, views: Views, t: datetime) -> Plan:
+    def _decide(
+        self,
+        namespace: str,
+        name: str,
+        state: _JobState,
+        body: dict[str, Any],
+        current: PSTrainingJobStatus,
+        views: Views,
+        t: datetime,
+    ) -> Plan:
         """The pure decision on what the indexes and our unechoed writes show."""
         job = self._job(body)
         if isinstance(job, str):
@@ -248,8 +261,11 @@ class Controller:
         refusals = {admission.where(m): message for m, code, message in answers if admission.is_refusal(code, message)}
         if not refusals:
             return plan
-        log.warning("%s: the API server refuses children of a new run: %s", plan.validate[0]["metadata"]["namespace"],
-                    "; ".join(f"{k}: {v}" for k, v in sorted(refusals.items())))
+        log.warning(
+            "%s: the API server refuses children of a new run: %s",
+            plan.validate[0]["metadata"]["namespace"],
+            "; ".join(f"{k}: {v}" for k, v in sorted(refusals.items())),
+        )
         return admission.verdict(current, generation, refusals, t)
 
     @staticmethod
@@ -264,8 +280,9 @@ class Controller:
         if outcome.written is not None:
             state.written = outcome.written
 
-    async def _reconcile(self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any],
-                         views: Views) -> float | None:
+    async def _reconcile(
+        self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any], views: Views
+    ) -> float | None:
         body = state.freshest(live)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
@@ -313,8 +330,9 @@ class Controller:
             changed, event = creation_failed(plan.status, meta.get("generation"), outcome.create_failures, t)
             if changed:
                 try:
-                    state.written = await self.kube.patch_status(namespace, name, status_patch(plan.status),
-                                                                 outcome.resource_version)
+                    state.written = await self.kube.patch_status(
+                        namespace, name, status_patch(plan.status), outcome.resource_version
+                    )
                 except ApiError as exc:
                     if exc.status not in (404, 409):
                         raise

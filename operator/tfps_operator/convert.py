@@ -54,9 +54,13 @@ ROLE_ORDER = ("chief", "ps", "worker", "evaluator")
 RESTART = {"OnFailure": "OnFailure", "Never": "Never", "ExitCode": "ExitCode", "Always": "OnFailure"}
 TFJOB_DEFAULT_RESTART = "Never"
 TFJOB_DEFAULT_CLEAN_POD_POLICY = "Running"
-RUN_POLICY_FIELDS = {"cleanPodPolicy": "cleanPodPolicy", "backoffLimit": "backoffLimit",
-                     "activeDeadlineSeconds": "activeDeadlineSeconds",
-                     "ttlSecondsAfterFinished": "ttlSecondsAfterFinished", "suspend": "suspend"}
+RUN_POLICY_FIELDS = {
+    "cleanPodPolicy": "cleanPodPolicy",
+    "backoffLimit": "backoffLimit",
+    "activeDeadlineSeconds": "activeDeadlineSeconds",
+    "ttlSecondsAfterFinished": "ttlSecondsAfterFinished",
+    "suspend": "suspend",
+}
 RUN_POLICY_NOT_CARRIED = {
     "managedBy": "no external controller hand-off here",
 }
@@ -65,13 +69,24 @@ SCHEDULING_NOT_CARRIED = {
     "queue": "no Kueue integration here yet (a queue would be accepted and not acted on)",
     "minResources": "the PodGroup's minResources is not set by this operator (minMember only)",
 }
-POD_FIELDS = {"nodeSelector": "nodeSelector", "tolerations": "tolerations", "affinity": "affinity",
-              "topologySpreadConstraints": "topologySpreadConstraints", "priorityClassName": "priorityClassName",
-              "imagePullSecrets": "imagePullSecrets", "serviceAccountName": "serviceAccountName",
-              "automountServiceAccountToken": "automountServiceAccountToken", "initContainers": "initContainers",
-              "volumes": "volumes", "securityContext": "podSecurityContext"}
-POD_OWNED = {"restartPolicy": "the operator runs pods with restartPolicy Never and applies the replica's restartPolicy itself",
-             "hostname": "the operator names the pods", "subdomain": "the operator's headless Service is the subdomain"}
+POD_FIELDS = {
+    "nodeSelector": "nodeSelector",
+    "tolerations": "tolerations",
+    "affinity": "affinity",
+    "topologySpreadConstraints": "topologySpreadConstraints",
+    "priorityClassName": "priorityClassName",
+    "imagePullSecrets": "imagePullSecrets",
+    "serviceAccountName": "serviceAccountName",
+    "automountServiceAccountToken": "automountServiceAccountToken",
+    "initContainers": "initContainers",
+    "volumes": "volumes",
+    "securityContext": "podSecurityContext",
+}
+POD_OWNED = {
+    "restartPolicy": "the operator runs pods with restartPolicy Never and applies the replica's restartPolicy itself",
+    "hostname": "the operator names the pods",
+    "subdomain": "the operator's headless Service is the subdomain",
+}
 CONTAINER_FIELDS = {"env": "env", "volumeMounts": "volumeMounts", "securityContext": "securityContext"}
 CONTAINER_OWNED = {"name": None, "image": None, "command": None, "args": None, "resources": None, "ports": None}
 RESERVED_ENV = ("TF_CONFIG",)
@@ -105,20 +120,26 @@ def _replicas(spec: dict[str, Any], where: str) -> dict[str, tuple[str, dict[str
     for key, rs in raw.items():
         role = ROLES.get(str(key).lower())
         if role is None:
-            raise ConvertError(f"{where}.tfReplicaSpecs.{key}: not a TFJob replica type this project runs "
-                               f"(PS, Worker, Chief, Master, Evaluator)")
+            raise ConvertError(
+                f"{where}.tfReplicaSpecs.{key}: not a TFJob replica type this project runs "
+                f"(PS, Worker, Chief, Master, Evaluator)"
+            )
         if role in out:
             raise ConvertError(f"{where}.tfReplicaSpecs.{key}: {out[role][0]} and {key} are both the chief; keep one")
         if not isinstance(rs, dict):
             raise ConvertError(f"{where}.tfReplicaSpecs.{key}: must be a replica spec")
         out[role] = (str(key), rs)
     if "chief" not in out:
-        raise ConvertError(f"{where}.tfReplicaSpecs: no Chief (or Master): a ParameterServerStrategy job needs its "
-                           "coordinator; add a Chief replica with replicas: 1 running the program's chief branch")
+        raise ConvertError(
+            f"{where}.tfReplicaSpecs: no Chief (or Master): a ParameterServerStrategy job needs its "
+            "coordinator; add a Chief replica with replicas: 1 running the program's chief branch"
+        )
     for role in ("ps", "worker"):
         if role not in out:
-            raise ConvertError(f"{where}.tfReplicaSpecs: no {'PS' if role == 'ps' else 'Worker'} replica: a "
-                               "parameter-server job needs at least one PS and one Worker")
+            raise ConvertError(
+                f"{where}.tfReplicaSpecs: no {'PS' if role == 'ps' else 'Worker'} replica: a "
+                "parameter-server job needs at least one PS and one Worker"
+            )
     return out
 
 
@@ -134,28 +155,38 @@ def _container(pod: dict[str, Any], where: str, dropped: list[NotCarried]) -> di
     main = named[0]
     for i, c in enumerate(containers):
         if c is not main:
-            dropped.append(NotCarried(f"{where}.containers[{i}] ({c.get('name') if isinstance(c, dict) else '?'})",
-                                      "sidecar containers are not supported: the pod runs only the trainer"))
+            dropped.append(
+                NotCarried(
+                    f"{where}.containers[{i}] ({c.get('name') if isinstance(c, dict) else '?'})",
+                    "sidecar containers are not supported: the pod runs only the trainer",
+                )
+            )
     return main
 
 
 def _program(c: dict[str, Any], where: str, notes: list[str]) -> list[str]:
     command, args = c.get("command") or [], c.get("args") or []
     if not command and not args:
-        raise ConvertError(f"{where}: neither command nor args: the program runs from the image's default command, "
-                           "which tfps convert cannot know; set command (e.g. [python, train.py])")
+        raise ConvertError(
+            f"{where}: neither command nor args: the program runs from the image's default command, "
+            "which tfps convert cannot know; set command (e.g. [python, train.py])"
+        )
     if not command:
         notes.append(f"{where}: no command; the program is args {args!r} (assumes the image has no ENTRYPOINT)")
     return [str(x) for x in [*command, *args]]
 
 
-def _replica(role: str, key: str, rs: dict[str, Any], where: str, conv: Conversion) -> tuple[dict[str, Any], list[str], str | None, int | None, str | None]:
+def _replica(
+    role: str, key: str, rs: dict[str, Any], where: str, conv: Conversion
+) -> tuple[dict[str, Any], list[str], str | None, int | None, str | None]:
     """The PSTrainingJob replica spec, its program, image, gRPC port and scheduler name."""
     dropped = conv.not_carried
     out: dict[str, Any] = {"replicas": int(rs.get("replicas", 1))}
     policy = rs.get("restartPolicy", TFJOB_DEFAULT_RESTART)
     if policy not in RESTART:
-        raise ConvertError(f"{where}.restartPolicy: {policy!r} is not a TFJob restart policy (Always, OnFailure, Never, ExitCode)")
+        raise ConvertError(
+            f"{where}.restartPolicy: {policy!r} is not a TFJob restart policy (Always, OnFailure, Never, ExitCode)"
+        )
     if policy == "Always":
         conv.notes.append(f"{where}.restartPolicy: Always became OnFailure (a replica that succeeded is not restarted)")
     out["restartPolicy"] = RESTART[policy]
@@ -183,7 +214,11 @@ def _replica(role: str, key: str, rs: dict[str, Any], where: str, conv: Conversi
         if c.get(k):
             tspec[ours] = copy.deepcopy(c[k])
     if "env" in tspec:
-        kept = [e for e in tspec["env"] if e.get("name") not in RESERVED_ENV and not str(e.get("name", "")).startswith("TFPS_")]
+        kept = [
+            e
+            for e in tspec["env"]
+            if e.get("name") not in RESERVED_ENV and not str(e.get("name", "")).startswith("TFPS_")
+        ]
         for e in tspec["env"]:
             if e not in kept:
                 dropped.append(NotCarried(f"{cwhere}.env[{e.get('name')}]", "set by the operator (reserved)"))
@@ -195,7 +230,11 @@ def _replica(role: str, key: str, rs: dict[str, Any], where: str, conv: Conversi
         if isinstance(p, dict) and p.get("name") == PORT_NAME and isinstance(p.get("containerPort"), int):
             port = p["containerPort"]
         else:
-            dropped.append(NotCarried(f"{cwhere}.ports[{i}]", f"the operator owns the ports (only {PORT_NAME} maps, to training.port)"))
+            dropped.append(
+                NotCarried(
+                    f"{cwhere}.ports[{i}]", f"the operator owns the ports (only {PORT_NAME} maps, to training.port)"
+                )
+            )
     for k in c:
         if k not in CONTAINER_FIELDS and k not in CONTAINER_OWNED:
             dropped.append(NotCarried(f"{cwhere}.{k}", "no such field for the trainer container"))
@@ -225,7 +264,9 @@ def _replica(role: str, key: str, rs: dict[str, Any], where: str, conv: Conversi
 def convert(doc: dict[str, Any]) -> Conversion:
     """The PSTrainingJob (script mode) equivalent of a TFJob document. Raises :class:`ConvertError`."""
     if not isinstance(doc, dict) or doc.get("kind") != "TFJob":
-        raise ConvertError(f"kind: expected TFJob, got {doc.get('kind') if isinstance(doc, dict) else type(doc).__name__!r}")
+        raise ConvertError(
+            f"kind: expected TFJob, got {doc.get('kind') if isinstance(doc, dict) else type(doc).__name__!r}"
+        )
     if doc.get("apiVersion") != TFJOB_API_VERSION:
         raise ConvertError(f"apiVersion: expected {TFJOB_API_VERSION}, got {doc.get('apiVersion')!r}")
     meta = doc.get("metadata") or {}
@@ -241,7 +282,10 @@ def convert(doc: dict[str, Any]) -> Conversion:
     for k in spec:
         if k == "runPolicy" or k == "tfReplicaSpecs":
             continue
-        reason = {"successPolicy": "the job succeeds when the chief does", "enableDynamicWorker": "workers are a fixed set"}
+        reason = {
+            "successPolicy": "the job succeeds when the chief does",
+            "enableDynamicWorker": "workers are a fixed set",
+        }
         conv.not_carried.append(NotCarried(f"spec.{k}", reason.get(k, "not a TFJob field this project carries")))
     built: dict[str, dict[str, Any]] = {}
     programs: dict[str, list[str]] = {}
@@ -259,8 +303,10 @@ def convert(doc: dict[str, Any]) -> Conversion:
         if scheduler:
             schedulers.add(scheduler)
     if built["chief"]["replicas"] != 1:
-        raise ConvertError(f"spec.tfReplicaSpecs.{replicas['chief'][0]}.replicas: must be 1 (one coordinator), got "
-                           f"{built['chief']['replicas']}")
+        raise ConvertError(
+            f"spec.tfReplicaSpecs.{replicas['chief'][0]}.replicas: must be 1 (one coordinator), got "
+            f"{built['chief']['replicas']}"
+        )
     job_spec: dict[str, Any] = {}
     distinct_images = {i for i in images.values() if i}
     if len(distinct_images) == 1 and all(images.values()):
@@ -289,14 +335,22 @@ def convert(doc: dict[str, Any]) -> Conversion:
                 run_policy["schedulingPolicy"] = carried
             for f in v:
                 if f not in SCHEDULING_FIELDS:
-                    conv.not_carried.append(NotCarried(f"spec.runPolicy.schedulingPolicy.{f}",
-                                                       SCHEDULING_NOT_CARRIED.get(f, "not a schedulingPolicy field here")))
+                    conv.not_carried.append(
+                        NotCarried(
+                            f"spec.runPolicy.schedulingPolicy.{f}",
+                            SCHEDULING_NOT_CARRIED.get(f, "not a schedulingPolicy field here"),
+                        )
+                    )
         else:
-            conv.not_carried.append(NotCarried(f"spec.runPolicy.{k}", RUN_POLICY_NOT_CARRIED.get(k, "not a runPolicy field here")))
+            conv.not_carried.append(
+                NotCarried(f"spec.runPolicy.{k}", RUN_POLICY_NOT_CARRIED.get(k, "not a runPolicy field here"))
+            )
     if len(schedulers) == 1:
         run_policy["schedulerName"] = schedulers.pop()
     elif schedulers:
-        raise ConvertError(f"schedulerName: the replica types name different schedulers {sorted(schedulers)}; one job has one")
+        raise ConvertError(
+            f"schedulerName: the replica types name different schedulers {sorted(schedulers)}; one job has one"
+        )
     job_spec["runPolicy"] = run_policy
     job_spec["export"] = {"enabled": False}
     conv.notes.append("export.enabled is false: enable it once the program saves its model to $(TFPS_MODEL_DIR)")

@@ -22,18 +22,23 @@ from typing import Any
 import kopf
 
 from .api.models import GROUP, PLURAL, VERSION
-from .manifests import labels as L
-from .manifests import podgroup
 from .controller import Controller
 from .kube.client import Kube
 from .kube.watched import ChildRef, JobKey, Views, child_ref
+from .manifests import labels as L
+from .manifests import podgroup
 from .monitor import ProgressMonitor
 from .reconcile.observed import BatchJobObs, PodObs, batch_job_obs, pod_obs
 from .settings import FINALIZER, PREFIX, OperatorSettings
 
 MANAGED = {"app.kubernetes.io/managed-by": L.MANAGED_BY}
-WATCHED_CHILDREN = (("v1", "pods"), ("batch/v1", "jobs"), ("v1", "services"), ("v1", "persistentvolumeclaims"),
-                    ("networking.k8s.io/v1", "networkpolicies"))
+WATCHED_CHILDREN = (
+    ("v1", "pods"),
+    ("batch/v1", "jobs"),
+    ("v1", "services"),
+    ("v1", "persistentvolumeclaims"),
+    ("networking.k8s.io/v1", "networkpolicies"),
+)
 """Child resources watched (server-side filtered to the operator's own, by label)."""
 
 
@@ -42,7 +47,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: lo
     ours = memo.settings
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=PREFIX, key="last-handled-configuration")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=PREFIX, key="last-handled-configuration"
+    )
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     settings.peering.lifetime = ours.peering_lifetime
@@ -50,8 +57,11 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: lo
     selector = ",".join(f"{k}={v}" for k, v in MANAGED.items())
     for resource in WATCHED_CHILDREN + ((podgroup.API_VERSION, "podgroups"),):
         settings.watching.label_selectors[resource] = selector
-    kube = await Kube.connect(lambda: credentials(settings, memo), timeout=ours.api_timeout_seconds,
-                              connect_timeout=ours.api_connect_timeout_seconds)
+    kube = await Kube.connect(
+        lambda: credentials(settings, memo),
+        timeout=ours.api_timeout_seconds,
+        connect_timeout=ours.api_connect_timeout_seconds,
+    )
     memo.controller = Controller(kube, ours)
     memo.monitor = ProgressMonitor(memo.controller.kube, ours)
     logger.info("tfps operator ready (namespaces: %s)", ", ".join(ours.namespaces) or "all")
@@ -82,6 +92,7 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
 # --- indexes: what the loops read instead of the API server ----------------------------------------
 # Coroutines on purpose: Kopf runs a plain function handler in a thread pool, a hop per event.
 
+
 def _key(namespace: str | None, labels: dict[str, str]) -> JobKey | None:
     job = labels.get(L.JOB_NAME)
     return (namespace, job) if namespace and job else None
@@ -94,32 +105,40 @@ async def pods_by_job(namespace: str, labels: dict[str, str], body: kopf.Body, *
 
 
 @kopf.index("batch", "v1", "jobs", labels=MANAGED)
-async def export_jobs_by_job(namespace: str, labels: dict[str, str], body: kopf.Body,
-                       **_: Any) -> dict[JobKey, BatchJobObs] | None:
+async def export_jobs_by_job(
+    namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any
+) -> dict[JobKey, BatchJobObs] | None:
     key = _key(namespace, labels)
     return {key: batch_job_obs(body)} if key else None
 
 
 @kopf.index("", "v1", "services", labels=MANAGED)
-async def services_by_job(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, ChildRef] | None:
+async def services_by_job(
+    namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any
+) -> dict[JobKey, ChildRef] | None:
     key = _key(namespace, labels)
     return {key: child_ref("Service", body)} if key else None
 
 
 @kopf.index("networking.k8s.io", "v1", "networkpolicies", labels=MANAGED)
-async def network_policies_by_job(namespace: str, labels: dict[str, str], body: kopf.Body,
-                            **_: Any) -> dict[JobKey, ChildRef] | None:
+async def network_policies_by_job(
+    namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any
+) -> dict[JobKey, ChildRef] | None:
     key = _key(namespace, labels)
     return {key: child_ref("NetworkPolicy", body)} if key else None
 
 
 @kopf.index("", "v1", "persistentvolumeclaims", labels=MANAGED)
-async def claims_by_job(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, ChildRef] | None:
+async def claims_by_job(
+    namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any
+) -> dict[JobKey, ChildRef] | None:
     key = _key(namespace, labels)
     return {key: child_ref("PersistentVolumeClaim", body)} if key else None
 
 
-async def pod_groups_by_job(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, ChildRef] | None:
+async def pod_groups_by_job(
+    namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any
+) -> dict[JobKey, ChildRef] | None:
     key = _key(namespace, labels)
     return {key: child_ref(podgroup.KIND, body)} if key else None
 
@@ -136,25 +155,38 @@ def register_gang_handlers(settings: OperatorSettings) -> None:
 
 def _views(kw: dict[str, Any]) -> Views:
     pod_groups = (kw["pod_groups_by_job"],) if "pod_groups_by_job" in kw else ()
-    return Views(pods=kw["pods_by_job"], export_jobs=kw["export_jobs_by_job"],
-                 children=(kw["services_by_job"], kw["network_policies_by_job"], kw["claims_by_job"], *pod_groups))
+    return Views(
+        pods=kw["pods_by_job"],
+        export_jobs=kw["export_jobs_by_job"],
+        children=(kw["services_by_job"], kw["network_policies_by_job"], kw["claims_by_job"], *pod_groups),
+    )
 
 
 # --- the loops ------------------------------------------------------------------------------------
+
 
 @kopf.daemon(GROUP, VERSION, PLURAL, id="reconcile", cancellation_backoff=2, cancellation_timeout=10)
 async def job_loop(name: str, namespace: str, stopped: Any, memo: kopf.Memo, body: kopf.Body, **kw: Any) -> None:
     await memo.controller.run(namespace, name, stopped, body, _views(kw))
 
 
-@kopf.daemon(GROUP, VERSION, PLURAL, id="progress", field="status.phase", value="Running",
-             cancellation_backoff=1, cancellation_timeout=5)
+@kopf.daemon(
+    GROUP,
+    VERSION,
+    PLURAL,
+    id="progress",
+    field="status.phase",
+    value="Running",
+    cancellation_backoff=1,
+    cancellation_timeout=5,
+)
 async def progress_loop(name: str, namespace: str, stopped: Any, memo: kopf.Memo, body: kopf.Body, **kw: Any) -> None:
     """Pulls the chief's progress into status.checkpoint/progress while the job is Running (monitor.py)."""
     await memo.monitor.run(namespace, name, stopped, body, _views(kw))
 
 
 # --- wake-ups -------------------------------------------------------------------------------------
+
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def job_event(name: str, namespace: str, memo: kopf.Memo, **_: Any) -> None:
@@ -164,15 +196,19 @@ async def job_event(name: str, namespace: str, memo: kopf.Memo, **_: Any) -> Non
 def _child_event(kind: str) -> Any:
     async def wake(name: str, uid: str, labels: dict[str, str], namespace: str, memo: kopf.Memo, **_: Any) -> None:
         memo.controller.wake(namespace, labels.get(L.JOB_NAME), f"{kind}/{name}", uid)
+
     return wake
 
 
 kopf.on.event("", "v1", "pods", labels=MANAGED, id="pod_event")(_child_event("Pod"))
 kopf.on.event("batch", "v1", "jobs", labels=MANAGED, id="export_job_event")(_child_event("Job"))
 kopf.on.event("", "v1", "services", labels=MANAGED, id="service_event")(_child_event("Service"))
-kopf.on.event("networking.k8s.io", "v1", "networkpolicies", labels=MANAGED,
-              id="network_policy_event")(_child_event("NetworkPolicy"))
-kopf.on.event("", "v1", "persistentvolumeclaims", labels=MANAGED, id="claim_event")(_child_event("PersistentVolumeClaim"))
+kopf.on.event("networking.k8s.io", "v1", "networkpolicies", labels=MANAGED, id="network_policy_event")(
+    _child_event("NetworkPolicy")
+)
+kopf.on.event("", "v1", "persistentvolumeclaims", labels=MANAGED, id="claim_event")(
+    _child_event("PersistentVolumeClaim")
+)
 
 
 @kopf.on.probe(id="jobs")

@@ -10,18 +10,26 @@ PHASES: tuple[str, ...] = Phase.__args__  # type: ignore[attr-defined]
 
 JOBS = Gauge("tfps_jobs", "PSTrainingJobs known to this operator, by phase", ["phase"])
 RECONCILES = Counter("tfps_reconcile_total", "Reconciliations of a PSTrainingJob", ["result"])
-RECONCILE_SECONDS = Histogram("tfps_reconcile_duration_seconds", "Time of one reconciliation (reads, decisions, writes)",
-                              buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+RECONCILE_SECONDS = Histogram(
+    "tfps_reconcile_duration_seconds",
+    "Time of one reconciliation (reads, decisions, writes)",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 POD_RESTARTS = Counter("tfps_pod_restarts_total", "Trainer pods recreated after a failure or loss", ["role"])
 JOB_RESTARTS = Counter("tfps_job_restarts_total", "Whole-job restarts (chief or PS failed)")
 API_ERRORS = Counter("tfps_api_errors_total", "Requests the API server refused or failed", ["verb", "code"])
-PROGRESS_POLLS = Counter("tfps_progress_polls_total",
-                         "Polls of a Running job's chief progress endpoint by the progress monitor, by result "
-                         "(ok: status written, unchanged, no_chief, unreachable, invalid, error)", ["result"])
+PROGRESS_POLLS = Counter(
+    "tfps_progress_polls_total",
+    "Polls of a Running job's chief progress endpoint by the progress monitor, by result "
+    "(ok: status written, unchanged, no_chief, unreachable, invalid, error)",
+    ["result"],
+)
 
-EXPORT_ARTIFACTS = Counter("tfps_export_artifacts_total",
-                           "Export outcomes per requested artifact (passed: verified and published; failed)",
-                           ["format", "result"])
+EXPORT_ARTIFACTS = Counter(
+    "tfps_export_artifacts_total",
+    "Export outcomes per requested artifact (passed: verified and published; failed)",
+    ["format", "result"],
+)
 
 # Per-job gauges from the status the operator writes (progress from the chief's endpoint, which only the
 # operator may reach): what a dashboard plots per job. Removed when the job is deleted.
@@ -35,8 +43,12 @@ JOB_STEPS_PER_SECOND = Gauge("tfps_job_steps_per_second", "Training throughput r
 JOB_CHECKPOINT_TIME = Gauge("tfps_job_checkpoint_timestamp_seconds", "Unix time of the job's latest checkpoint", _JOB)
 JOB_RESTART_COUNT = Gauge("tfps_job_restart_count", "status.restarts: whole-job restarts of the job so far", _JOB)
 JOB_PHASE = Gauge("tfps_job_phase", "1 for the job's current phase", [*_JOB, "phase"])
-JOB_CONDITION = Gauge("tfps_job_condition", "1 while the job's condition of this type is True, else 0 "
-                      "(Running, Succeeded, Failed, Stalled, ExportComplete, ...)", [*_JOB, "type"])
+JOB_CONDITION = Gauge(
+    "tfps_job_condition",
+    "1 while the job's condition of this type is True, else 0 "
+    "(Running, Succeeded, Failed, Stalled, ExportComplete, ...)",
+    [*_JOB, "type"],
+)
 _conditions: dict[str, set[str]] = {}
 _JOB_GAUGES = (JOB_STEP, JOB_TARGET_STEPS, JOB_LOSS, JOB_STEPS_PER_SECOND, JOB_CHECKPOINT_TIME, JOB_RESTART_COUNT)
 
@@ -63,7 +75,9 @@ def set_job(key: str, status: PSTrainingJobStatus, target_steps: int | None) -> 
         JOB_STEP: status.progress.step if status.progress else None,
         JOB_LOSS: status.progress.loss if status.progress else None,
         JOB_STEPS_PER_SECOND: status.progress.steps_per_second if status.progress else None,
-        JOB_CHECKPOINT_TIME: status.checkpoint.time.timestamp() if status.checkpoint and status.checkpoint.time else None,
+        JOB_CHECKPOINT_TIME: status.checkpoint.time.timestamp()
+        if status.checkpoint and status.checkpoint.time
+        else None,
     }
     for gauge, value in values.items():
         if value is not None:
@@ -100,12 +114,14 @@ def export_outcomes(before: PSTrainingJobStatus, after: PSTrainingJobStatus) -> 
     """(format, passed|failed) of every artifact whose outcome ``after`` records and ``before`` did not:
     what to count when a status is written (an operator restart reads the stored status as ``before``,
     so nothing is counted twice)."""
+
     def seen(st: PSTrainingJobStatus) -> set[tuple[str, str | None, str]]:
         ex = st.export
         if ex is None:
             return set()
-        return ({(a.format, a.quantization, "passed") for a in ex.artifacts}
-                | {(f.format, f.quantization, "failed") for f in ex.failed})
+        return {(a.format, a.quantization, "passed") for a in ex.artifacts} | {
+            (f.format, f.quantization, "failed") for f in ex.failed
+        }
 
     old = seen(before)
     return sorted((fmt, result) for fmt, q, result in seen(after) - old)

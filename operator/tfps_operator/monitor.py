@@ -15,13 +15,12 @@ One poller per job, run by a Kopf daemon that exists only while ``status.phase``
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -29,9 +28,9 @@ from pydantic import ValidationError
 
 from . import metrics
 from .api.models import CheckpointStatus, PSTrainingJobStatus, TrainingProgress
-from .manifests import names
 from .kube.client import ApiError, Kube
 from .kube.watched import Views
+from .manifests import names
 from .reconcile.observed import PodObs
 from .settings import OperatorSettings
 
@@ -43,6 +42,7 @@ OWNED = ("checkpoint", "progress")
 
 
 # --- parsing (pure) -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Report:
@@ -70,7 +70,7 @@ def _time(value: Any) -> datetime | None:
         t = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
 
 
 def parse_report(raw: bytes | str, job_name: str | None = None) -> Report | None:
@@ -97,15 +97,19 @@ def parse_report(raw: bytes | str, job_name: str | None = None) -> Report | None
     progress = None
     step = _int(data.get("step"))
     if step is not None:
-        progress = TrainingProgress(step=step, loss=_float(data.get("loss")),
-                                    steps_per_second=_float(data.get("steps_per_second")),
-                                    updated=_time(data.get("updated")))
+        progress = TrainingProgress(
+            step=step,
+            loss=_float(data.get("loss")),
+            steps_per_second=_float(data.get("steps_per_second")),
+            updated=_time(data.get("updated")),
+        )
     if checkpoint is None and progress is None:
         return None
     return Report(checkpoint=checkpoint, progress=progress)
 
 
 # --- change detection (pure) ----------------------------------------------------------------------
+
 
 def _progress_key(p: TrainingProgress | None) -> tuple[Any, ...] | None:
     return None if p is None else (p.step, p.loss, p.steps_per_second)
@@ -148,6 +152,7 @@ def owned_status(raw: dict[str, Any] | None) -> PSTrainingJobStatus:
 
 
 # --- I/O ------------------------------------------------------------------------------------------
+
 
 def chief_address(pod: PodObs | None) -> str | None:
     """The chief pod's IP while it runs (None while pending, finished or going away)."""
@@ -215,7 +220,7 @@ class _Poller:
             log.debug("progress of %s/%s: %s", self.namespace, self.name, exc)
             if exc.status in (404, 409):
                 self.current = None
-        except Exception:  # noqa: BLE001 - the poller must outlive anything one poll does
+        except Exception:
             log.exception("progress poll of %s/%s failed", self.namespace, self.name)
         metrics.PROGRESS_POLLS.labels(result=result).inc()
         return result
@@ -224,15 +229,21 @@ class _Poller:
         if self.current is None:
             self.current = owned_status(self.body.get("status"))
         if self.address is None:
-            self.address = chief_address(self.views.chief((self.namespace, self.name),
-                                                          names.pod_name(self.name, "chief", 0)))
+            self.address = chief_address(
+                self.views.chief((self.namespace, self.name), names.pod_name(self.name, "chief", 0))
+            )
             if self.address is None:
                 return "no_chief"
         try:
             raw = await self.m.fetch(self.address)
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
-            log.debug("progress of %s/%s: chief at %s unreachable: %s", self.namespace, self.name,
-                      self.address, exc or type(exc).__name__)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            log.debug(
+                "progress of %s/%s: chief at %s unreachable: %s",
+                self.namespace,
+                self.name,
+                self.address,
+                exc or type(exc).__name__,
+            )
             self.address = None  # look the pod up again: it may have been replaced
             return "unreachable"
         report = parse_report(raw, self.name)
@@ -240,12 +251,17 @@ class _Poller:
             log.debug("progress of %s/%s: not a chief status report: %r", self.namespace, self.name, raw[:200])
             self.address = None
             return "invalid"
-        patch = status_changes(self.current, report, datetime.now(timezone.utc))
+        patch = status_changes(self.current, report, datetime.now(UTC))
         if not patch:
             return "unchanged"
         updated = await self.m.kube.patch_status(self.namespace, self.name, patch, None)
         self.current = owned_status(updated.get("status"))
         if "checkpoint" in patch:
-            log.info("%s/%s: checkpoint step %s at %s", self.namespace, self.name,
-                     patch["checkpoint"]["step"], patch["checkpoint"]["path"])
+            log.info(
+                "%s/%s: checkpoint step %s at %s",
+                self.namespace,
+                self.name,
+                patch["checkpoint"]["step"],
+                patch["checkpoint"]["path"],
+            )
         return "ok"

@@ -73,8 +73,14 @@ def main(args: Any) -> int:
 
     handlers.register_gang_handlers(s)
 
-    log.info("starting: namespaces=%s peering=%s health=%s:%d metrics=%s:%d",
-             list(s.namespaces) or "all", s.peering or "standalone", s.bind_address, s.health_port,
-             s.bind_address, s.metrics_port)
+    log.info(
+        "starting: namespaces=%s peering=%s health=%s:%d metrics=%s:%d",
+        list(s.namespaces) or "all",
+        s.peering or "standalone",
+        s.bind_address,
+        s.health_port,
+        s.bind_address,
+        s.metrics_port,
+    )
     asyncio.run(kopf.operator(**kopf_kwargs(s)))
     return 0

@@ -7,8 +7,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from tfps_trainer.config import DEFAULT_PROGRESS_PORT
 
@@ -127,13 +128,20 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
     """Settings from the parsed ``tfps operator`` arguments and the environment."""
     env = os.environ if environ is None else environ
     in_cluster = bool(env.get("KUBERNETES_SERVICE_HOST"))
-    namespaces = tuple(getattr(args, "namespace", None) or
-                       [n.strip() for n in env.get("TFPS_NAMESPACES", "").split(",") if n.strip()])
+    namespaces = tuple(
+        getattr(args, "namespace", None) or [n.strip() for n in env.get("TFPS_NAMESPACES", "").split(",") if n.strip()]
+    )
     operator_ns = env.get("TFPS_OPERATOR_NAMESPACE")
-    ns_labels = (_labels(env["TFPS_OPERATOR_NAMESPACE_LABELS"]) if "TFPS_OPERATOR_NAMESPACE_LABELS" in env
-                 else {"kubernetes.io/metadata.name": operator_ns} if operator_ns else {})
-    pod_labels = (_labels(env["TFPS_OPERATOR_POD_LABELS"]) if "TFPS_OPERATOR_POD_LABELS" in env
-                  else dict(OPERATOR_POD_LABELS))
+    ns_labels = (
+        _labels(env["TFPS_OPERATOR_NAMESPACE_LABELS"])
+        if "TFPS_OPERATOR_NAMESPACE_LABELS" in env
+        else {"kubernetes.io/metadata.name": operator_ns}
+        if operator_ns
+        else {}
+    )
+    pod_labels = (
+        _labels(env["TFPS_OPERATOR_POD_LABELS"]) if "TFPS_OPERATOR_POD_LABELS" in env else dict(OPERATOR_POD_LABELS)
+    )
     log_format = _first(getattr(args, "log_format", None), env.get("TFPS_LOG_FORMAT"), "plain")
     if log_format not in ("plain", "json"):
         raise ValueError(f"TFPS_LOG_FORMAT: must be plain or json, not {log_format!r}")
@@ -157,16 +165,22 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
         status_interval_seconds=float(env.get("TFPS_STATUS_INTERVAL_SECONDS", 3.0)),
         status_interval_max_seconds=float(env.get("TFPS_STATUS_INTERVAL_MAX_SECONDS", 30.0)),
         api_timeout_seconds=_positive("TFPS_API_TIMEOUT_SECONDS", env.get("TFPS_API_TIMEOUT_SECONDS", 30.0)),
-        api_connect_timeout_seconds=_positive("TFPS_API_CONNECT_TIMEOUT_SECONDS",
-                                              env.get("TFPS_API_CONNECT_TIMEOUT_SECONDS", 5.0)),
+        api_connect_timeout_seconds=_positive(
+            "TFPS_API_CONNECT_TIMEOUT_SECONDS", env.get("TFPS_API_CONNECT_TIMEOUT_SECONDS", 5.0)
+        ),
         max_concurrent_passes=_count("TFPS_MAX_CONCURRENT_RECONCILES", env.get("TFPS_MAX_CONCURRENT_RECONCILES", 32)),
         build=BuildConfig(
-            default_image=_first(getattr(args, "default_image", None), env.get("TFPS_DEFAULT_IMAGE"), DEFAULT_TRAINER_IMAGE),
+            default_image=_first(
+                getattr(args, "default_image", None), env.get("TFPS_DEFAULT_IMAGE"), DEFAULT_TRAINER_IMAGE
+            ),
             progress_port=int(env.get("TFPS_PROGRESS_PORT", DEFAULT_PROGRESS_PORT)),
             operator_namespace_labels=ns_labels,
             operator_pod_labels=pod_labels,
             gang_scheduler_name=env.get("TFPS_GANG_SCHEDULER_NAME", "").strip() or None,
-            stall_seconds=(None if env.get("TFPS_STALL_SECONDS", "").strip() in ("0", "0.0")
-                           else _positive("TFPS_STALL_SECONDS", env.get("TFPS_STALL_SECONDS", DEFAULT_STALL_SECONDS))),
+            stall_seconds=(
+                None
+                if env.get("TFPS_STALL_SECONDS", "").strip() in ("0", "0.0")
+                else _positive("TFPS_STALL_SECONDS", env.get("TFPS_STALL_SECONDS", DEFAULT_STALL_SECONDS))
+            ),
         ),
     )

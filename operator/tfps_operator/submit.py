@@ -40,8 +40,14 @@ def with_source(doc: dict[str, Any], configmap: str, items: list[dict[str, str]]
 
 
 async def _apply(kube: Kube, path: str, body: dict[str, Any], what: str) -> dict[str, Any]:
-    return await kube.request("PATCH", path, what=what, body=body, content_type="application/apply-patch+yaml",
-                              query=[("fieldManager", FIELD_MANAGER), ("force", "true"), ("fieldValidation", "Strict")])
+    return await kube.request(
+        "PATCH",
+        path,
+        what=what,
+        body=body,
+        content_type="application/apply-patch+yaml",
+        query=[("fieldManager", FIELD_MANAGER), ("force", "true"), ("fieldValidation", "Strict")],
+    )
 
 
 async def submit(doc: dict[str, Any], code: str | None, login: Any) -> str:
@@ -58,18 +64,29 @@ async def submit(doc: dict[str, Any], code: str | None, login: Any) -> str:
         applied = await _apply(kube, job_path, doc, f"{KIND}/{name}")
         if codepack is None:
             return f"{KIND} {ns}/{name} applied"
-        owner = {"apiVersion": API_VERSION, "kind": KIND, "name": name, "uid": applied["metadata"]["uid"],
-                 "blockOwnerDeletion": True}
+        owner = {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "name": name,
+            "uid": applied["metadata"]["uid"],
+            "blockOwnerDeletion": True,
+        }
         cm = codepack.configmap(code_configmap_name(name), ns, owner)
         try:
-            await _apply(kube, f"/api/v1/namespaces/{ns}/configmaps/{cm['metadata']['name']}", cm,  # type: ignore[index]
-                         f"ConfigMap/{code_configmap_name(name)}")
+            await _apply(
+                kube,
+                f"/api/v1/namespaces/{ns}/configmaps/{cm['metadata']['name']}",
+                cm,  # type: ignore[index]
+                f"ConfigMap/{code_configmap_name(name)}",
+            )
         except ApiError:
             await kube.request("DELETE", job_path, what=f"{KIND}/{name}")
             raise
         binary = f", {len(codepack.binary_files)} binary" if codepack.binary_files else ""
-        return (f"{KIND} {ns}/{name} applied; code: ConfigMap {code_configmap_name(name)} "
-                f"({len(codepack.items)} files{binary}, {codepack.size / 1024:.1f} KiB) owned by it")
+        return (
+            f"{KIND} {ns}/{name} applied; code: ConfigMap {code_configmap_name(name)} "
+            f"({len(codepack.items)} files{binary}, {codepack.size / 1024:.1f} KiB) owned by it"
+        )
     finally:
         await kube.close()
 

@@ -22,31 +22,61 @@ CHOICES: dict[str, tuple[list[Any], list[Any]]] = {
     "metadata.name": (["ok-name", "x" * 49], ["x" * 50, "9x", "a-"]),
     "spec.training.steps": ([1, 300], [0, -5, "10"]),
     "spec.training.batchSize": ([1, 64], [0]),
-    "spec.training.checkpoint": ([{"everySteps": 10}, {"everySeconds": 30, "keep": 1}], [{"keep": 2}, {"everySteps": 0}, {}]),
+    "spec.training.checkpoint": (
+        [{"everySteps": 10}, {"everySeconds": 30, "keep": 1}],
+        [{"keep": 2}, {"everySteps": 0}, {}],
+    ),
     "spec.replicas.chief.replicas": ([1], [0, 2]),
     "spec.replicas.ps.replicas": ([1, 3], [0]),
     "spec.replicas.worker.replicas": ([1, 4], [0, 1001]),
     "spec.replicas.evaluator.replicas": ([0, 1], [2]),
     "spec.replicas.worker.restartPolicy": (["Never", "ExitCode"], ["Always"]),
-    "spec.replicas.worker.resources": ([{"limits": {"cpu": "1"}}, {"requests": {"memory": 1024}},
-                                        {"limits": {"cpu": "1", "nvidia.com/gpu": 1}, "requests": {"cpu": "1000m", "nvidia.com/gpu": "1"}},
-                                        {"limits": {"memory": "1Gi"}, "requests": {"memory": "1024Mi"}}],
-                                       [{"limits": {"cpu": 0.5}}, {"limits": {"cpu": "-1"}}, {"requests": {"nvidia.com/gpu": 1}},
-                                        {"limits": {"nvidia.com/gpu": "500m"}}, {"limits": {"cpu": "1"}, "requests": {"cpu": "1001m"}},
-                                        {"limits": {"nvidia.com/gpu": 2}, "requests": {"nvidia.com/gpu": 1}}, {"limits": {"gpu": 1}}]),
-    "spec.export.resources": ([{"limits": {"memory": "2Gi"}, "requests": {"memory": "2G"}}, {"limits": {"example.com/fpga": "1k"}}],
-                              [{"limits": {"memory": "1G"}, "requests": {"memory": "1Gi"}}, {"limits": {"example.com/fpga": "1.5"}},
-                               {"requests": {"hugepages-2Mi": "2Mi", "cpu": "1"}}]),
-    "spec.replicas.ps.template": ([{"spec": {"env": [{"name": "A", "value": "b"}]}},
-                                   {"metadata": {"labels": {"a": "b"}}, "spec": {"nodeSelector": {"k": "v"}}}],
-                                  [{"spec": {"env": [{"name": "TFPS_A"}]}}, {"spec": {"env": [{"value": "x"}]}}]),
+    "spec.replicas.worker.resources": (
+        [
+            {"limits": {"cpu": "1"}},
+            {"requests": {"memory": 1024}},
+            {"limits": {"cpu": "1", "nvidia.com/gpu": 1}, "requests": {"cpu": "1000m", "nvidia.com/gpu": "1"}},
+            {"limits": {"memory": "1Gi"}, "requests": {"memory": "1024Mi"}},
+        ],
+        [
+            {"limits": {"cpu": 0.5}},
+            {"limits": {"cpu": "-1"}},
+            {"requests": {"nvidia.com/gpu": 1}},
+            {"limits": {"nvidia.com/gpu": "500m"}},
+            {"limits": {"cpu": "1"}, "requests": {"cpu": "1001m"}},
+            {"limits": {"nvidia.com/gpu": 2}, "requests": {"nvidia.com/gpu": 1}},
+            {"limits": {"gpu": 1}},
+        ],
+    ),
+    "spec.export.resources": (
+        [{"limits": {"memory": "2Gi"}, "requests": {"memory": "2G"}}, {"limits": {"example.com/fpga": "1k"}}],
+        [
+            {"limits": {"memory": "1G"}, "requests": {"memory": "1Gi"}},
+            {"limits": {"example.com/fpga": "1.5"}},
+            {"requests": {"hugepages-2Mi": "2Mi", "cpu": "1"}},
+        ],
+    ),
+    "spec.replicas.ps.template": (
+        [
+            {"spec": {"env": [{"name": "A", "value": "b"}]}},
+            {"metadata": {"labels": {"a": "b"}}, "spec": {"nodeSelector": {"k": "v"}}},
+        ],
+        [{"spec": {"env": [{"name": "TFPS_A"}]}}, {"spec": {"env": [{"value": "x"}]}}],
+    ),
     "spec.export.formats": ([["onnx"], ["tflite", "onnx"]], [[], ["onnx", "onnx"], ["pdf"]]),
-    "spec.export.tflite": ([{"quantization": "int8", "calibrationSamples": 10}, {"quantization": "float16"}],
-                           [{"quantization": "int8"}, {"quantization": "q"}]),
+    "spec.export.tflite": (
+        [{"quantization": "int8", "calibrationSamples": 10}, {"quantization": "float16"}],
+        [{"quantization": "int8"}, {"quantization": "q"}],
+    ),
     "spec.export.verify": ([{"tolerances": {"onnx": {"maxAbs": 0.1}}}], [{"samples": 0}]),
-    "spec.storage": ([{"claimName": "x"}, {"volumeClaimTemplate": {}}],
-                     [{}, {"claimName": "x", "volumeClaimTemplate": {}}, {"claimName": "x", "mountPath": "rel"}]),
-    "spec.runPolicy": ([{"cleanPodPolicy": "All"}, {"suspend": True}], [{"cleanPodPolicy": "Bad"}, {"backoffLimit": 101}]),
+    "spec.storage": (
+        [{"claimName": "x"}, {"volumeClaimTemplate": {}}],
+        [{}, {"claimName": "x", "volumeClaimTemplate": {}}, {"claimName": "x", "mountPath": "rel"}],
+    ),
+    "spec.runPolicy": (
+        [{"cleanPodPolicy": "All"}, {"suspend": True}],
+        [{"cleanPodPolicy": "Bad"}, {"backoffLimit": 101}],
+    ),
 }
 
 
@@ -101,7 +131,8 @@ def test_api_server_and_client_agree(choice: dict[str, Any], k8s: Any, api_names
     event("client rejects" if isinstance(expected, JobValidationError) else "client accepts")
     try:
         stored = client.CustomObjectsApi(k8s).create_namespaced_custom_object(
-            m.GROUP, m.VERSION, api_namespace, m.PLURAL, obj, dry_run="All", field_validation="Strict")
+            m.GROUP, m.VERSION, api_namespace, m.PLURAL, obj, dry_run="All", field_validation="Strict"
+        )
     except ApiException as e:
         assert e.status in (400, 422), e
         message = json.loads(e.body)["message"]

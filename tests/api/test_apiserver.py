@@ -137,7 +137,8 @@ def test_kubectl_apply_rejects_unknown_fields(kubectl: Any, api_namespace: str, 
 
 def _started(objs: Any, ns: str, name: str) -> None:
     objs.patch_namespaced_custom_object_status(
-        G, V, ns, P, name, {"status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}})
+        G, V, ns, P, name, {"status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}}
+    )
 
 
 def test_replica_counts_are_immutable_once_started(objs: Any, api_namespace: str) -> None:
@@ -147,7 +148,9 @@ def test_replica_counts_are_immutable_once_started(objs: Any, api_namespace: str
     name = "immutable"
     _create(objs, api_namespace, base_job(name))
     # before start: scaling is allowed
-    objs.patch_namespaced_custom_object(G, V, api_namespace, P, name, {"spec": {"replicas": {"worker": {"replicas": 3}}}})
+    objs.patch_namespaced_custom_object(
+        G, V, api_namespace, P, name, {"spec": {"replicas": {"worker": {"replicas": 3}}}}
+    )
     _started(objs, api_namespace, name)
     old = _get(objs, api_namespace, name)
     assert old["status"]["startTime"] and old["spec"]["replicas"]["worker"]["replicas"] == 3
@@ -155,16 +158,25 @@ def test_replica_counts_are_immutable_once_started(objs: Any, api_namespace: str
     for role, n in [("worker", 4), ("ps", 2), ("evaluator", 1)]:
         patch = {"spec": {"replicas": {role: {"replicas": n}}}}
         for dry in ("All", None):
-            msg = _rejection(lambda: objs.patch_namespaced_custom_object(
-                G, V, api_namespace, P, name, patch, **({"dry_run": dry} if dry else {})))
+            msg = _rejection(
+                lambda: objs.patch_namespaced_custom_object(
+                    G, V, api_namespace, P, name, patch, **({"dry_run": dry} if dry else {})
+                )
+            )
             assert "spec.replicas" in msg and "immutable once the job has started" in msg, msg
         new = copy.deepcopy(old)
         new["spec"]["replicas"][role]["replicas"] = n
         with pytest.raises(JobValidationError, match="spec.replicas: replica counts are immutable"):
             validate_job(new, old=old)
     # other fields, and the rest of a replica spec, stay mutable
-    objs.patch_namespaced_custom_object(G, V, api_namespace, P, name, {"spec": {
-        "training": {"steps": 900}, "replicas": {"worker": {"restartPolicy": "Never"}}}})
+    objs.patch_namespaced_custom_object(
+        G,
+        V,
+        api_namespace,
+        P,
+        name,
+        {"spec": {"training": {"steps": 900}, "replicas": {"worker": {"restartPolicy": "Never"}}}},
+    )
     # a full replace with the same counts is fine too
     cur = _get(objs, api_namespace, name)
     cur["spec"]["runPolicy"]["suspend"] = True
@@ -176,11 +188,16 @@ def test_status_cannot_be_changed_through_the_main_resource(objs: Any, api_names
     name = "status-guard"
     _create(objs, api_namespace, base_job(name))
     objs.patch_namespaced_custom_object(G, V, api_namespace, P, name, {"status": {"startTime": "2026-01-01T00:00:00Z"}})
-    assert "status" not in _get(objs, api_namespace, name) or "startTime" not in _get(objs, api_namespace, name)["status"]
+    assert (
+        "status" not in _get(objs, api_namespace, name) or "startTime" not in _get(objs, api_namespace, name)["status"]
+    )
     # so the immutability rule cannot be bypassed by a user clearing startTime in the same update
     _started(objs, api_namespace, name)
-    msg = _rejection(lambda: objs.patch_namespaced_custom_object(G, V, api_namespace, P, name, {
-        "spec": {"replicas": {"worker": {"replicas": 5}}}, "status": None}))
+    msg = _rejection(
+        lambda: objs.patch_namespaced_custom_object(
+            G, V, api_namespace, P, name, {"spec": {"replicas": {"worker": {"replicas": 5}}}, "status": None}
+        )
+    )
     assert "immutable" in msg
 
 
@@ -198,8 +215,9 @@ def test_fully_populated_job_round_trips(objs: Any, api_namespace: str) -> None:
 def test_printer_columns_short_names_and_category(objs: Any, kubectl: Any, api_namespace: str) -> None:
     name = "columns"
     _create(objs, api_namespace, base_job(name))
-    objs.patch_namespaced_custom_object_status(G, V, api_namespace, P, name, {"status": {
-        "phase": "Running", "workers": "2/2", "checkpoint": {"step": 200}}})
+    objs.patch_namespaced_custom_object_status(
+        G, V, api_namespace, P, name, {"status": {"phase": "Running", "workers": "2/2", "checkpoint": {"step": 200}}}
+    )
     for resource in ("psjob", "psjobs", "pstrainingjobs.tfps.dev", "tfps"):
         out = kubectl("get", resource, "-n", api_namespace, name if resource != "tfps" else "-o=wide").stdout
         assert name in out, (resource, out)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import celpy
 import pytest
@@ -46,17 +47,41 @@ def test_names_printer_columns_and_status_subresource() -> None:
     (version,) = spec["versions"]
     assert version["subresources"] == {"status": {}}
     cols = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
-    assert cols == {"Phase": ".status.phase", "Step": ".status.checkpoint.step",
-                    "Workers": ".status.workers", "Reason": ".status.reason", "Age": ".metadata.creationTimestamp"}
+    assert cols == {
+        "Phase": ".status.phase",
+        "Step": ".status.checkpoint.step",
+        "Workers": ".status.workers",
+        "Reason": ".status.reason",
+        "Age": ".metadata.creationTimestamp",
+    }
 
 
 def test_schema_is_structural() -> None:
     """Every node typed (or int-or-string / preserve-unknown-fields), no refs, no nullable, no
     properties beside additionalProperties, no JSON-schema-only keywords."""
-    allowed = {"description", "type", "format", "enum", "default", "minimum", "maximum", "minLength",
-               "maxLength", "pattern", "minItems", "maxItems", "maxProperties", "properties", "additionalProperties",
-               "items", "required", "anyOf", "x-kubernetes-int-or-string",
-               "x-kubernetes-preserve-unknown-fields", "x-kubernetes-validations"}
+    allowed = {
+        "description",
+        "type",
+        "format",
+        "enum",
+        "default",
+        "minimum",
+        "maximum",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minItems",
+        "maxItems",
+        "maxProperties",
+        "properties",
+        "additionalProperties",
+        "items",
+        "required",
+        "anyOf",
+        "x-kubernetes-int-or-string",
+        "x-kubernetes-preserve-unknown-fields",
+        "x-kubernetes-validations",
+    }
     for path, node in _nodes(openapi_schema()):
         assert set(node) <= allowed, (path, set(node) - allowed)
         if node.get("x-kubernetes-int-or-string"):
@@ -93,7 +118,9 @@ def test_defaults_enums_and_ranges_come_from_the_models() -> None:
     assert spec["storage"]["default"]["volumeClaimTemplate"]["size"] == "10Gi"
     # steps is required for a model module only (CEL), so a script-mode job may leave training out
     assert "required" not in spec["training"] and spec["training"]["default"]["port"] == 2222
-    assert any(r["fieldPath"] == ".training.steps" for r in openapi_schema()["properties"]["spec"]["x-kubernetes-validations"])
+    assert any(
+        r["fieldPath"] == ".training.steps" for r in openapi_schema()["properties"]["spec"]["x-kubernetes-validations"]
+    )
     # dict[Literal, X] became fixed properties; free-form dicts preserve unknown fields
     tol = spec["export"]["properties"]["verify"]["properties"]["tolerances"]
     assert set(tol["properties"]) == {"savedmodel", "tflite", "onnx", "keras", "weights"}
@@ -102,7 +129,9 @@ def test_defaults_enums_and_ranges_come_from_the_models() -> None:
 
 def test_every_default_is_a_valid_value_of_its_model() -> None:
     """A default written in the CRD parses as the model would default it (no drift)."""
-    job = m.PSTrainingJob.model_validate({"metadata": {"name": "x"}, "spec": {"model": {"module": "a"}, "training": {"steps": 1}}})
+    job = m.PSTrainingJob.model_validate(
+        {"metadata": {"name": "x"}, "spec": {"model": {"module": "a"}, "training": {"steps": 1}}}
+    )
     wire = job.to_wire()["spec"]
     spec = openapi_schema()["properties"]["spec"]["properties"]
     for key in ("replicas", "storage", "export", "runPolicy"):
@@ -136,15 +165,30 @@ def test_cel_rules_are_in_the_crd_and_compile() -> None:
             env.compile(rule["messageExpression"])
     # Only the part of the Kubernetes quantity library (and strings extension) that api/quantity.py ports (celpy would
     # report any other function as an undeclared reference, i.e. a failed rule).
-    quantity_lib = {"quantity", "isQuantity", "sign", "isGreaterThan", "isLessThan", "compareTo", "asApproximateFloat",
-                    "asInteger", "isInteger", "add", "sub", "substring"}
-    used = {f for _, r in rules for e in (r["rule"], r.get("messageExpression", ""))
-            for f in re.findall(r"\b([A-Za-z_]\w*)\(", e)}
+    quantity_lib = {
+        "quantity",
+        "isQuantity",
+        "sign",
+        "isGreaterThan",
+        "isLessThan",
+        "compareTo",
+        "asApproximateFloat",
+        "asInteger",
+        "isInteger",
+        "add",
+        "sub",
+        "substring",
+    }
+    used = {
+        f
+        for _, r in rules
+        for e in (r["rule"], r.get("messageExpression", ""))
+        for f in re.findall(r"\b([A-Za-z_]\w*)\(", e)
+    }
     assert used & quantity_lib <= set(CEL_FUNCTIONS), used & quantity_lib - set(CEL_FUNCTIONS)
     assert {"quantity", "compareTo", "isInteger"} <= used
     where = {p for p, _ in rules}
-    assert {"", ".spec", ".spec.replicas", ".spec.storage", ".spec.training.checkpoint",
-            ".spec.export.tflite"} <= where
+    assert {"", ".spec", ".spec.replicas", ".spec.storage", ".spec.training.checkpoint", ".spec.export.tflite"} <= where
     transition = [r for p, r in rules if "oldSelf" in r["rule"]]
     assert len(transition) == 1 and transition[0]["fieldPath"] == ".spec.replicas"
 

@@ -23,8 +23,13 @@ SEED = REPO / "examples" / "seed"
 
 def tfps(kubeconfig: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "KUBECONFIG": kubeconfig}
-    return subprocess.run([sys.executable, "-c", "import sys; from tfps_operator.cli import main; sys.exit(main())", *args],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from tfps_operator.cli import main; sys.exit(main())", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def job_file(tmp_path: Path, ns: str, name: str = "seed") -> Path:
@@ -35,8 +40,9 @@ def job_file(tmp_path: Path, ns: str, name: str = "seed") -> Path:
     return path
 
 
-def test_submit_with_code_applies_the_job_and_a_configmap_it_owns(k8s: Any, psjob_crd: Any, api_namespace: str,
-                                                                   kubeconfig: str, tmp_path: Path, wait_until: Any) -> None:
+def test_submit_with_code_applies_the_job_and_a_configmap_it_owns(
+    k8s: Any, psjob_crd: Any, api_namespace: str, kubeconfig: str, tmp_path: Path, wait_until: Any
+) -> None:
     from kubernetes import client
     from kubernetes.client.rest import ApiException
 
@@ -68,8 +74,9 @@ def test_submit_with_code_applies_the_job_and_a_configmap_it_owns(k8s: Any, psjo
     wait_until(collected, timeout=60, what="the code ConfigMap garbage-collected with its job")
 
 
-def test_code_over_the_configmap_limit_is_refused_and_nothing_is_written(k8s: Any, psjob_crd: Any, api_namespace: str,
-                                                                        kubeconfig: str, tmp_path: Path) -> None:
+def test_code_over_the_configmap_limit_is_refused_and_nothing_is_written(
+    k8s: Any, psjob_crd: Any, api_namespace: str, kubeconfig: str, tmp_path: Path
+) -> None:
     from kubernetes import client
 
     code = tmp_path / "code"
@@ -81,11 +88,16 @@ def test_code_over_the_configmap_limit_is_refused_and_nothing_is_written(k8s: An
     assert "over the ConfigMap limit of 1024 KiB" in res.stderr and "weights.h5" in res.stderr
     listed = client.CustomObjectsApi(k8s).list_namespaced_custom_object(m.GROUP, m.VERSION, api_namespace, m.PLURAL)
     assert [j["metadata"]["name"] for j in listed["items"] if j["metadata"]["name"] == "toolarge"] == []
-    assert [c.metadata.name for c in client.CoreV1Api(k8s).list_namespaced_config_map(api_namespace).items
-            if c.metadata.name == "toolarge-code"] == []
+    assert [
+        c.metadata.name
+        for c in client.CoreV1Api(k8s).list_namespaced_config_map(api_namespace).items
+        if c.metadata.name == "toolarge-code"
+    ] == []
 
 
-def test_an_invalid_job_is_refused_before_anything_is_written(api_namespace: str, kubeconfig: str, tmp_path: Path) -> None:
+def test_an_invalid_job_is_refused_before_anything_is_written(
+    api_namespace: str, kubeconfig: str, tmp_path: Path
+) -> None:
     path = job_file(tmp_path, api_namespace, "badjob")
     doc = yaml.safe_load(path.read_text())
     doc["spec"]["replicas"]["worker"]["template"] = {"metadata": {"labels": {"tfps.dev/job-name": "other"}}}
@@ -95,22 +107,39 @@ def test_an_invalid_job_is_refused_before_anything_is_written(api_namespace: str
     assert "spec.replicas.worker.template.metadata.labels: labels under tfps.dev/ are reserved" in res.stderr
 
 
-def test_the_api_server_stores_a_script_mode_job_with_the_pod_template_fields(k8s: Any, psjob_crd: Any,
-                                                                              api_namespace: str) -> None:
+def test_the_api_server_stores_a_script_mode_job_with_the_pod_template_fields(
+    k8s: Any, psjob_crd: Any, api_namespace: str
+) -> None:
     from kubernetes import client
 
-    body = {"apiVersion": m.API_VERSION, "kind": m.KIND, "metadata": {"name": "script", "namespace": api_namespace},
-            "spec": {"model": {"command": ["python", "train.py", "--dir", "$(TFPS_MODEL_DIR)"]},
-                     "replicas": {"ps": {"replicas": 1, "image": "reg/ps:1",
-                                         "template": {"spec": {"command": ["python", "ps.py"], "args": ["--x"],
-                                                               "serviceAccountName": "wi-sa",
-                                                               "initContainers": [{"name": "fetch", "image": "busybox",
-                                                                                   "command": ["true"]}],
-                                                               "topologySpreadConstraints": [
-                                                                   {"maxSkew": 1, "topologyKey": "zone",
-                                                                    "whenUnsatisfiable": "ScheduleAnyway"}]}}}}}}
+    body = {
+        "apiVersion": m.API_VERSION,
+        "kind": m.KIND,
+        "metadata": {"name": "script", "namespace": api_namespace},
+        "spec": {
+            "model": {"command": ["python", "train.py", "--dir", "$(TFPS_MODEL_DIR)"]},
+            "replicas": {
+                "ps": {
+                    "replicas": 1,
+                    "image": "reg/ps:1",
+                    "template": {
+                        "spec": {
+                            "command": ["python", "ps.py"],
+                            "args": ["--x"],
+                            "serviceAccountName": "wi-sa",
+                            "initContainers": [{"name": "fetch", "image": "busybox", "command": ["true"]}],
+                            "topologySpreadConstraints": [
+                                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}
+                            ],
+                        }
+                    },
+                }
+            },
+        },
+    }
     stored = client.CustomObjectsApi(k8s).create_namespaced_custom_object(
-        m.GROUP, m.VERSION, api_namespace, m.PLURAL, body, field_validation="Strict")
+        m.GROUP, m.VERSION, api_namespace, m.PLURAL, body, field_validation="Strict"
+    )
     spec = stored["spec"]
     assert spec["training"]["batchSize"] == 32 and "steps" not in spec["training"]  # defaulted, steps optional
     ps = spec["replicas"]["ps"]

@@ -46,13 +46,19 @@ def test_messages_read_like_the_api_servers() -> None:
 
     assert errors("no-ps") == ["spec.replicas.ps.replicas: must be ≥ 1: a job needs a parameter server"]
     assert errors("steps-zero") == ["spec.training.steps: must be ≥ 1"]
-    assert errors("missing-model-module") == ["spec.model: set module (a contract module) or command (your own program)"]
+    assert errors("missing-model-module") == [
+        "spec.model: set module (a contract module) or command (your own program)"
+    ]
     assert errors("unknown-spec-field") == ["spec.foo: unknown field"]
     assert errors("clean-pod-policy") == ["spec.runPolicy.cleanPodPolicy: must be one of 'All', 'Running' or 'None'"]
 
 
 def test_parsing_is_strict_like_the_api_server() -> None:
-    for path, value in [(("training", "steps"), "300"), (("training", "checkNumerics"), 1), (("training", "steps"), 3.5)]:
+    for path, value in [
+        (("training", "steps"), "300"),
+        (("training", "checkNumerics"), 1),
+        (("training", "steps"), 3.5),
+    ]:
         obj = base_job()
         obj["spec"][path[0]][path[1]] = value
         with pytest.raises(JobValidationError, match="spec.training"):
@@ -66,18 +72,26 @@ def test_quantities_int_or_string(value: object) -> None:
     assert validate_job(obj).spec.replicas.worker.resources.limits["cpu"] == value
 
 
-@pytest.mark.parametrize("resources", [
-    {"limits": {"cpu": "1"}, "requests": {"cpu": "1000m"}},  # equal quantities, different notations
-    {"limits": {"cpu": 2}, "requests": {"cpu": "1.5"}},
-    {"limits": {"memory": "1Gi"}, "requests": {"memory": "1024Mi"}},
-    {"limits": {"memory": "1G"}, "requests": {"memory": "953Mi"}},  # 999292928 < 10^9
-    {"requests": {"cpu": "64", "memory": "1Ti"}},  # no limits: any request
-    {"limits": {"nvidia.com/gpu": 1}},  # the request defaults to the limit
-    {"limits": {"nvidia.com/gpu": "2", "cpu": "4"}, "requests": {"nvidia.com/gpu": 2, "cpu": "500m"}},
-    {"limits": {"example.com/fpga": "1k"}, "requests": {"example.com/fpga": "1e3"}},
-    {"limits": {"hugepages-2Mi": "4Mi", "memory": "1Gi"}, "requests": {"hugepages-2Mi": "4194304", "memory": "1Gi"}},
-    {"limits": {"ephemeral-storage": "10Gi", "kubernetes.io/whatever": "500m"}},  # prefixed native: may be fractional
-])
+@pytest.mark.parametrize(
+    "resources",
+    [
+        {"limits": {"cpu": "1"}, "requests": {"cpu": "1000m"}},  # equal quantities, different notations
+        {"limits": {"cpu": 2}, "requests": {"cpu": "1.5"}},
+        {"limits": {"memory": "1Gi"}, "requests": {"memory": "1024Mi"}},
+        {"limits": {"memory": "1G"}, "requests": {"memory": "953Mi"}},  # 999292928 < 10^9
+        {"requests": {"cpu": "64", "memory": "1Ti"}},  # no limits: any request
+        {"limits": {"nvidia.com/gpu": 1}},  # the request defaults to the limit
+        {"limits": {"nvidia.com/gpu": "2", "cpu": "4"}, "requests": {"nvidia.com/gpu": 2, "cpu": "500m"}},
+        {"limits": {"example.com/fpga": "1k"}, "requests": {"example.com/fpga": "1e3"}},
+        {
+            "limits": {"hugepages-2Mi": "4Mi", "memory": "1Gi"},
+            "requests": {"hugepages-2Mi": "4194304", "memory": "1Gi"},
+        },
+        {
+            "limits": {"ephemeral-storage": "10Gi", "kubernetes.io/whatever": "500m"}
+        },  # prefixed native: may be fractional
+    ],
+)
 def test_resources_kubernetes_admits_are_accepted(resources: dict) -> None:
     obj = base_job()
     obj["spec"]["replicas"]["worker"]["resources"] = resources
@@ -85,19 +99,43 @@ def test_resources_kubernetes_admits_are_accepted(resources: dict) -> None:
     validate_job(obj)
 
 
-@pytest.mark.parametrize(("resources", "path", "text"), [
-    ({"requests": {"nvidia.com/gpu": 1}}, "limits", "nvidia.com/gpu is requested without a limit"),
-    ({"limits": {"nvidia.com/gpu": 1}, "requests": {"nvidia.com/gpu": "1000m"}}, None, None),  # equal: accepted
-    ({"limits": {"nvidia.com/gpu": "1000m"}}, "limits", "whole number"),  # == 1, but not written as one
-    ({"limits": {"nvidia.com/gpu": "1.5"}}, "limits", "nvidia.com/gpu: an extended resource must be a whole number"),
-    ({"limits": {"nvidia.com/gpu": 4}, "requests": {"nvidia.com/gpu": 2}}, "requests",
-     "nvidia.com/gpu: the request must equal the limit"),
-    ({"limits": {"cpu": "500m"}, "requests": {"cpu": "0.6"}}, "requests", "cpu: the request must not exceed the limit"),
-    ({"limits": {"memory": "1Gi"}, "requests": {"memory": "1.1G"}}, "requests", "memory: the request must not exceed"),
-    ({"limits": {"cpu": 1}, "requests": {"cpu": "1001m", "memory": "1"}}, "requests", "cpu: the request must not exceed"),
-    ({"limits": {"gpu": 1}}, "limits", "gpu: not a container resource name"),
-])
-def test_resources_kubernetes_refuses_are_refused_naming_the_resource(resources: dict, path: str | None, text: str | None) -> None:
+@pytest.mark.parametrize(
+    ("resources", "path", "text"),
+    [
+        ({"requests": {"nvidia.com/gpu": 1}}, "limits", "nvidia.com/gpu is requested without a limit"),
+        ({"limits": {"nvidia.com/gpu": 1}, "requests": {"nvidia.com/gpu": "1000m"}}, None, None),  # equal: accepted
+        ({"limits": {"nvidia.com/gpu": "1000m"}}, "limits", "whole number"),  # == 1, but not written as one
+        (
+            {"limits": {"nvidia.com/gpu": "1.5"}},
+            "limits",
+            "nvidia.com/gpu: an extended resource must be a whole number",
+        ),
+        (
+            {"limits": {"nvidia.com/gpu": 4}, "requests": {"nvidia.com/gpu": 2}},
+            "requests",
+            "nvidia.com/gpu: the request must equal the limit",
+        ),
+        (
+            {"limits": {"cpu": "500m"}, "requests": {"cpu": "0.6"}},
+            "requests",
+            "cpu: the request must not exceed the limit",
+        ),
+        (
+            {"limits": {"memory": "1Gi"}, "requests": {"memory": "1.1G"}},
+            "requests",
+            "memory: the request must not exceed",
+        ),
+        (
+            {"limits": {"cpu": 1}, "requests": {"cpu": "1001m", "memory": "1"}},
+            "requests",
+            "cpu: the request must not exceed",
+        ),
+        ({"limits": {"gpu": 1}}, "limits", "gpu: not a container resource name"),
+    ],
+)
+def test_resources_kubernetes_refuses_are_refused_naming_the_resource(
+    resources: dict, path: str | None, text: str | None
+) -> None:
     obj = base_job()
     obj["spec"]["replicas"]["worker"]["resources"] = resources
     if path is None:
@@ -113,7 +151,9 @@ def test_resources_kubernetes_refuses_are_refused_naming_the_resource(resources:
 def test_quantities_rejected(value: object) -> None:
     obj = base_job()
     obj["spec"]["replicas"]["worker"]["resources"] = {"limits": {"cpu": value}}
-    with pytest.raises(JobValidationError, match=r"spec.replicas.worker.resources.limits.cpu: must be (a resource quantity|at most 64)"):
+    with pytest.raises(
+        JobValidationError, match=r"spec.replicas.worker.resources.limits.cpu: must be (a resource quantity|at most 64)"
+    ):
         validate_job(obj)
 
 
@@ -193,6 +233,7 @@ def test_round_trip_wire_model_wire() -> None:
 
 # --- the command -------------------------------------------------------------------------------------
 
+
 def test_cli_ok_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good = tmp_path / "good.yaml"
     good.write_text(yaml.safe_dump(base_job()))
@@ -209,7 +250,9 @@ def test_cli_multi_document_and_other_kinds(tmp_path: Path, capsys: pytest.Captu
     f = tmp_path / "jobs.yaml"
     bad = base_job("b")
     bad["spec"]["training"]["steps"] = 0
-    f.write_text(yaml.safe_dump_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}, base_job("a"), bad]))
+    f.write_text(
+        yaml.safe_dump_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}, base_job("a"), bad])
+    )
     assert tfps(["validate", str(f)]) == 1
     assert capsys.readouterr().out.splitlines() == [f"{f} (a): OK", f"{f} (b): spec.training.steps: must be ≥ 1"]
 

@@ -25,10 +25,19 @@ def test_nearest_rank_percentiles():
 
 
 def _event(audit_id: str, user: str, verb: str, resource: str, ts: str, stage: str = "ResponseComplete") -> str:
-    return json.dumps({"kind": "Event", "auditID": audit_id, "stage": stage, "verb": verb,
-                       "user": {"username": user}, "userAgent": "kopf/1.45.2 x",
-                       "objectRef": {"resource": resource}, "requestReceivedTimestamp": ts,
-                       "responseStatus": {"code": 200}})
+    return json.dumps(
+        {
+            "kind": "Event",
+            "auditID": audit_id,
+            "stage": stage,
+            "verb": verb,
+            "user": {"username": user},
+            "userAgent": "kopf/1.45.2 x",
+            "objectRef": {"resource": resource},
+            "requestReceivedTimestamp": ts,
+            "responseStatus": {"code": 200},
+        }
+    )
 
 
 def test_audit_counts_one_request_per_audit_id_per_user_after_the_offset(tmp_path):
@@ -37,12 +46,12 @@ def test_audit_counts_one_request_per_audit_id_per_user_after_the_offset(tmp_pat
     start = audit.offset(log)
     lines = [
         _event("w", "op", "watch", "pods", "2026-01-01T00:00:01.000000Z", stage="ResponseStarted"),
-        _event("w", "op", "watch", "pods", "2026-01-01T00:00:01.000000Z"),       # same request, closing stage
+        _event("w", "op", "watch", "pods", "2026-01-01T00:00:01.000000Z"),  # same request, closing stage
         _event("c1", "op", "create", "pods", "2026-01-01T00:00:05.500000Z"),
         _event("c2", "op", "create", "pods", "2026-01-01T00:00:06.000000Z"),
         _event("x", "someone-else", "create", "pods", "2026-01-01T00:00:06.000000Z"),
     ]
-    log.write_text(log.read_text() + "\n".join(lines) + "\n{\"partial")
+    log.write_text(log.read_text() + "\n".join(lines) + '\n{"partial')
     reqs = audit.requests_of(log, start, "op")
     assert len(reqs) == 3
     s = audit.summarize(reqs, since=audit._ts("2026-01-01T00:00:05Z"))
@@ -65,8 +74,11 @@ def test_both_workloads_have_the_same_replicas():
 def test_job_state_reads_each_operators_status():
     assert job_state("tfps", {"status": {"phase": "Running"}}) == "Running"
     assert job_state("tfps", {"status": {"phase": "Pending"}}) is None
-    conds = [{"type": "Created", "status": "True"}, {"type": "Running", "status": "False"},
-             {"type": "Succeeded", "status": "True"}]
+    conds = [
+        {"type": "Created", "status": "True"},
+        {"type": "Running", "status": "False"},
+        {"type": "Succeeded", "status": "True"},
+    ]
     assert job_state("tfjob", {"status": {"conditions": conds}}) == "Succeeded"
     assert job_state("tfjob", {"status": {"conditions": conds[:1]}}) is None
 

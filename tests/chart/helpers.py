@@ -6,8 +6,9 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -26,23 +27,39 @@ def _pinned(var: str) -> str:
 
 def find_helm() -> str | None:
     """The helm that hack/cluster builds (its cache or .cluster/bin), else one on PATH."""
-    cache = Path(os.environ.get("TFPS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfps")
+    cache = Path(
+        os.environ.get("TFPS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfps"
+    )
     for cand in (ROOT / ".cluster" / "bin" / "helm", cache / "helm" / _pinned("HELM_VERSION") / "bin" / "helm"):
         if cand.is_file() and os.access(cand, os.X_OK):
             return str(cand)
     return shutil.which("helm")
 
 
-def run(cmd: list[str], *, check: bool = True, env: dict[str, str] | None = None, timeout: float = 120,
-        input: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    cmd: list[str],
+    *,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, input=input)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
+        raise AssertionError(
+            f"{' '.join(cmd)} exited {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+        )
     return proc
 
 
-def template(helm: str, *values_files: Path, namespace: str = "tfps-system", release: str = "tfps-operator",
-             sets: Iterable[str] = (), check: bool = True) -> subprocess.CompletedProcess[str]:
+def template(
+    helm: str,
+    *values_files: Path,
+    namespace: str = "tfps-system",
+    release: str = "tfps-operator",
+    sets: Iterable[str] = (),
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
     cmd = [helm, "template", release, str(CHART), "--namespace", namespace, "--include-crds"]
     for f in values_files:
         cmd += ["-f", str(f)]

@@ -45,7 +45,6 @@ EXPECTED_CLUSTER_SCOPED: dict[str, set[Triple]] = {
 }
 
 
-
 @dataclass(frozen=True)
 class Installed:
     release: str
@@ -81,8 +80,12 @@ def token_kubeconfig(cluster: Any, namespace: str, service_account: str, path: P
         "kind": "Config",
         "clusters": [{"name": "hack-cluster", "cluster": _admin_cluster_entry(Path(cluster.kubeconfig))}],
         "users": [{"name": service_account, "user": {"token": token}}],
-        "contexts": [{"name": "operator", "context": {"cluster": "hack-cluster", "user": service_account,
-                                                       "namespace": namespace}}],
+        "contexts": [
+            {
+                "name": "operator",
+                "context": {"cluster": "hack-cluster", "user": service_account, "namespace": namespace},
+            }
+        ],
         "current-context": "operator",
     }
     path.write_text(yaml.safe_dump(cfg))
@@ -91,8 +94,9 @@ def token_kubeconfig(cluster: Any, namespace: str, service_account: str, path: P
 
 
 @contextmanager
-def helm_install(helm: str, cluster: Any, namespace: str, sets: list[str] = (), release: str | None = None
-                 ) -> Iterator[Installed]:
+def helm_install(
+    helm: str, cluster: Any, namespace: str, sets: list[str] = (), release: str | None = None
+) -> Iterator[Installed]:
     """`helm install` the chart (admin credentials: installing RBAC needs them), yield the install with
     a token kubeconfig of its ServiceAccount, `helm uninstall` afterwards (ClusterRoles included)."""
     release = release or f"tfps-{secrets.token_hex(3)}"
@@ -117,8 +121,9 @@ def _kubectl(inst: Installed, *args: str, check: bool = True) -> subprocess.Comp
     return run([str(inst.kubectl), "--kubeconfig", str(inst.kubeconfig), *args], check=check)
 
 
-def can_i(inst: Installed, verb: str, resource: str, *, namespace: str | None = None,
-          all_namespaces: bool = False) -> bool:
+def can_i(
+    inst: Installed, verb: str, resource: str, *, namespace: str | None = None, all_namespaces: bool = False
+) -> bool:
     """`kubectl auth can-i` as the chart's ServiceAccount (its own token, not impersonation).
     ``resource`` may name a subresource, ``pods/exec`` (kubectl would read that as a pod NAME)."""
     resource, _, sub = resource.partition("/")
@@ -132,9 +137,18 @@ def can_i(inst: Installed, verb: str, resource: str, *, namespace: str | None = 
 
 def _rules_review(kubectl: Path, kubeconfig: Path, namespace: str) -> set[Triple]:
     """SelfSubjectRulesReview with the identity of ``kubeconfig``: (group, resource, verb) triples."""
-    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": namespace}}
-    proc = subprocess.run([str(kubectl), "--kubeconfig", str(kubeconfig), "create", "--validate=false", "-o", "yaml", "-f", "-"],
-                          input=yaml.safe_dump(review), capture_output=True, text=True, timeout=60)
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectRulesReview",
+        "spec": {"namespace": namespace},
+    }
+    proc = subprocess.run(
+        [str(kubectl), "--kubeconfig", str(kubeconfig), "create", "--validate=false", "-o", "yaml", "-f", "-"],
+        input=yaml.safe_dump(review),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     status = yaml.safe_load(proc.stdout)["status"]
     assert not status.get("incomplete"), status.get("evaluationError")

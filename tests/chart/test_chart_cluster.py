@@ -46,8 +46,12 @@ spec:
           type: object
           x-kubernetes-preserve-unknown-fields: true
 """
-PROMETHEUSRULE_CRD = SERVICEMONITOR_CRD.replace("servicemonitors", "prometheusrules").replace(
-    "ServiceMonitorList", "PrometheusRuleList").replace("ServiceMonitor", "PrometheusRule").replace("servicemonitor", "prometheusrule")
+PROMETHEUSRULE_CRD = (
+    SERVICEMONITOR_CRD.replace("servicemonitors", "prometheusrules")
+    .replace("ServiceMonitorList", "PrometheusRuleList")
+    .replace("ServiceMonitor", "PrometheusRule")
+    .replace("servicemonitor", "prometheusrule")
+)
 
 
 @pytest.fixture(scope="module")
@@ -78,15 +82,29 @@ def test_every_rendered_object_passes_server_dry_run(values: Path, helm, cluster
     # Server-side apply as a dry run: admission, schema validation and RBAC escalation checks run,
     # nothing is stored.
     # Every namespaced object names its namespace itself (no -n: kubectl would refuse the Roles).
-    out = kubectl("apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "-",
-                  input=rendered)
+    out = kubectl("apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "-", input=rendered)
     assert out.stdout.count("(server dry run)") == len(objs), out.stdout
 
 
 def test_helm_install_rejects_a_bad_value_and_creates_nothing(helm, cluster, namespace):
     release = f"tfps-{secrets.token_hex(3)}"
-    proc = run([helm, "install", release, str(CHART), "-n", namespace, "--kubeconfig", str(cluster.kubeconfig),
-                "--set", "operator.logFormat=xml", "--set", "watchNamespaces={Not_A_Namespace}"], check=False)
+    proc = run(
+        [
+            helm,
+            "install",
+            release,
+            str(CHART),
+            "-n",
+            namespace,
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "--set",
+            "operator.logFormat=xml",
+            "--set",
+            "watchNamespaces={Not_A_Namespace}",
+        ],
+        check=False,
+    )
     assert proc.returncode != 0
     assert "values don't meet the specifications of the schema" in proc.stderr
     assert "logFormat" in proc.stderr and "watchNamespaces" in proc.stderr
@@ -104,8 +122,13 @@ def test_namespaced_mode_is_minimal(helm, cluster, make_namespace):
         assert allowed_rules(inst, other) == EXPECTED_CLUSTER_SCOPED["namespaced"]
         assert allowed_rules(inst, release_ns) == EXPECTED_CLUSTER_SCOPED["namespaced"]
         _denied_everywhere(inst, watched)
-        for verb, res in (("create", "pods"), ("list", "pods"), ("watch", "pstrainingjobs.tfps.dev"),
-                          ("create", "events"), ("create", "jobs.batch")):
+        for verb, res in (
+            ("create", "pods"),
+            ("list", "pods"),
+            ("watch", "pstrainingjobs.tfps.dev"),
+            ("create", "events"),
+            ("create", "jobs.batch"),
+        ):
             assert can_i(inst, verb, res, namespace=watched)
             assert not can_i(inst, verb, res, namespace=other), f"{verb} {res} allowed outside the watched namespace"
         assert not can_i(inst, "list", "pods", all_namespaces=True)
@@ -128,21 +151,43 @@ def _denied_everywhere(inst: Installed, ns: str) -> None:
     """What the operator never does, checked one by one (the `allowed_rules` equality already
     implies it; these name the dangerous cases explicitly)."""
     denied = [
-        ("get", "secrets"), ("list", "secrets"), ("watch", "secrets"), ("create", "secrets"),
-        ("get", "configmaps"), ("create", "serviceaccounts/token"), ("create", "pods/exec"),
-        ("create", "pods/attach"), ("create", "pods/portforward"), ("get", "pods/log"),
+        ("get", "secrets"),
+        ("list", "secrets"),
+        ("watch", "secrets"),
+        ("create", "secrets"),
+        ("get", "configmaps"),
+        ("create", "serviceaccounts/token"),
+        ("create", "pods/exec"),
+        ("create", "pods/attach"),
+        ("create", "pods/portforward"),
+        ("get", "pods/log"),
         # (deletecollection on pods is granted: it deletes nothing that `delete pods` could not)
-        ("update", "pods"), ("patch", "pods"), ("deletecollection", "services"), ("deletecollection", "jobs.batch"),
-        ("delete", "services"), ("update", "services"), ("delete", "persistentvolumeclaims"),
-        ("delete", "networkpolicies.networking.k8s.io"), ("patch", "jobs.batch"),
-        ("update", "pstrainingjobs.tfps.dev"), ("create", "pstrainingjobs.tfps.dev"),
+        ("update", "pods"),
+        ("patch", "pods"),
+        ("deletecollection", "services"),
+        ("deletecollection", "jobs.batch"),
+        ("delete", "services"),
+        ("update", "services"),
+        ("delete", "persistentvolumeclaims"),
+        ("delete", "networkpolicies.networking.k8s.io"),
+        ("patch", "jobs.batch"),
+        ("update", "pstrainingjobs.tfps.dev"),
+        ("create", "pstrainingjobs.tfps.dev"),
         ("update", "pstrainingjobs.tfps.dev/status"),
-        ("create", "deployments.apps"), ("create", "roles.rbac.authorization.k8s.io"),
-        ("create", "rolebindings.rbac.authorization.k8s.io"), ("list", "events"), ("delete", "events"),
+        ("create", "deployments.apps"),
+        ("create", "roles.rbac.authorization.k8s.io"),
+        ("create", "rolebindings.rbac.authorization.k8s.io"),
+        ("list", "events"),
+        ("delete", "events"),
     ]
     for verb, res in denied:
         assert not can_i(inst, verb, res, namespace=ns), f"the operator's account may {verb} {res} in {ns}"
-    for verb, res in (("list", "nodes"), ("create", "namespaces"), ("delete", "namespaces"),
-                      ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
-                      ("update", "customresourcedefinitions.apiextensions.k8s.io"), ("list", "persistentvolumes")):
+    for verb, res in (
+        ("list", "nodes"),
+        ("create", "namespaces"),
+        ("delete", "namespaces"),
+        ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
+        ("update", "customresourcedefinitions.apiextensions.k8s.io"),
+        ("list", "persistentvolumes"),
+    ):
         assert not can_i(inst, verb, res), f"the operator's account may {verb} {res}"

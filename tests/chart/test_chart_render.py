@@ -137,7 +137,9 @@ def test_clusterwide_rbac_is_one_clusterrole():
     binding = one(objs, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     sa = one(objs, "ServiceAccount")
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": "tfps-system"}]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": "tfps-system"}
+    ]
 
 
 @needs_helm
@@ -157,7 +159,9 @@ def test_namespaced_rbac_is_a_role_per_namespace_and_cluster_reads_only():
         ("", "namespaces", "list"),
         ("", "namespaces", "watch"),
     }
-    clusterwide = rule_set(one(objects(template(HELM, CHART / "ci" / "clusterwide-values.yaml").stdout), "ClusterRole")["rules"])
+    clusterwide = rule_set(
+        one(objects(template(HELM, CHART / "ci" / "clusterwide-values.yaml").stdout), "ClusterRole")["rules"]
+    )
     for role in roles:
         _no_wildcards_or_secrets(role["rules"])
         # The same namespaced permissions as the cluster-wide mode, nothing more.
@@ -175,7 +179,8 @@ def test_peering_adds_exactly_the_peering_rules():
     objs = objects(template(HELM, CHART / "ci" / "custom-image-values.yaml", sets=["watchNamespaces={ml}"]).stdout)
     (role,) = by_kind(objs, "Role")
     assert {(g, v) for g, r, v in rule_set(role["rules"]) if r == "kopfpeerings"} == {
-        ("kopf.dev", v) for v in ("list", "watch", "patch")}
+        ("kopf.dev", v) for v in ("list", "watch", "patch")
+    }
 
 
 @needs_helm
@@ -228,8 +233,19 @@ def test_custom_image_values():
 
 @needs_helm
 def test_notes_tell_what_to_do_next():
-    out = run([HELM, "install", "tfps-operator", str(CHART), "--dry-run=client", "-n", "tfps-system",
-               "-f", str(CHART / "ci" / "namespaced-values.yaml")]).stdout
+    out = run(
+        [
+            HELM,
+            "install",
+            "tfps-operator",
+            str(CHART),
+            "--dry-run=client",
+            "-n",
+            "tfps-system",
+            "-f",
+            str(CHART / "ci" / "namespaced-values.yaml"),
+        ]
+    ).stdout
     notes = out.split("NOTES:", 1)[1]
     assert "team-a, team-b" in notes
     assert "kubectl apply --server-side -f charts/tfps-operator/crds/" in notes
@@ -289,7 +305,7 @@ def test_install_doc_rbac_table_is_the_permission_table():
     from .rbac import EXPECTED_NAMESPACED
 
     doc = (ROOT / "docs" / "install.md").read_text()
-    table = doc[doc.index("| API group | resource | verbs | why |"):]
+    table = doc[doc.index("| API group | resource | verbs | why |") :]
     triples = set()
     for line in table.splitlines()[2:]:
         if not line.startswith("|"):

@@ -59,7 +59,7 @@ def _pip_installs_of_project(text: str) -> list[PipInstall]:
             words = shlex.split(cmd.replace("$(BIN)/", ""))
             if "pip" not in [Path(w).name for w in words[:3]] or "install" not in words:
                 continue
-            args = words[words.index("install") + 1:]
+            args = words[words.index("install") + 1 :]
             constraints, targets, editable = [], [], False
             i = 0
             while i < len(args):
@@ -83,7 +83,9 @@ def _pip_installs_of_project(text: str) -> list[PipInstall]:
 
 def _one_install(path: Path) -> PipInstall:
     installs = _pip_installs_of_project(path.read_text())
-    assert len(installs) == 1, f"{path.relative_to(ROOT)}: expected exactly one `pip install` of the project, found {installs}"
+    assert len(installs) == 1, (
+        f"{path.relative_to(ROOT)}: expected exactly one `pip install` of the project, found {installs}"
+    )
     return installs[0]
 
 
@@ -209,7 +211,9 @@ def test_dockerfile_hardening(dockerfile: Path):
 def test_build_context_has_what_the_dockerfile_copies(dockerfile: Path):
     """Every COPY source exists and is let through by .dockerignore; pyproject's readme is copied
     (setuptools needs it to build)."""
-    allowed = {line[1:].rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines() if line.startswith("!")}
+    allowed = {
+        line[1:].rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines() if line.startswith("!")
+    }
     copied = set()
     for op, rest in _instructions(dockerfile):
         if op == "COPY" and not rest.startswith("--from"):
@@ -246,7 +250,7 @@ def test_trainer_entrypoint_module_exists():
     assert importlib.util.find_spec(entrypoint[2] + ".__main__") is not None, f"{entrypoint[2]} has no __main__"
 
 
-_IMPORT_GUARD = r'''
+_IMPORT_GUARD = r"""
 import importlib, importlib.abc, importlib.metadata as md, json, pkgutil, sys
 allowed = set(json.loads(sys.argv[1]))
 owners = md.packages_distributions()
@@ -266,7 +270,7 @@ for mod in pkgutil.walk_packages(tfps_operator.__path__, "tfps_operator."):
         importlib.import_module(mod.name)
 import tfps_trainer.config, tfps_trainer.export.result
 print("imported", len([m for m in sys.modules if m.startswith("tfps_operator")]))
-'''
+"""
 
 
 def test_operator_code_imports_only_what_the_operator_image_installs():
@@ -277,7 +281,11 @@ def test_operator_code_imports_only_what_the_operator_image_installs():
     import sys
 
     allowed = set(_closure(frozenset())) | {canonicalize_name(DIST)}
-    proc = subprocess.run([sys.executable, "-c", _IMPORT_GUARD, json.dumps(sorted(allowed)), "tfps_operator.local"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _IMPORT_GUARD, json.dumps(sorted(allowed)), "tfps_operator.local"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert int(proc.stdout.split()[-1]) > 20

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
@@ -18,8 +17,9 @@ SCRIPT = ROOT / "hack" / "kind-e2e"
 
 
 def e2e(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **(env or {})}, cwd="/")
+    return subprocess.run(
+        [str(SCRIPT), *args], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}, cwd="/"
+    )
 
 
 def test_help():
@@ -78,8 +78,13 @@ def test_script_paths_exist():
     """Every repository path the script uses is there."""
     text = SCRIPT.read_text()
     paths = set(re.findall(r"\$REPO/([\w./-]+)", text)) - {".kind-e2e", ".kind-e2e/artifacts", ".kind-e2e/kubeconfig-"}
-    assert {"kind-config.yaml", "operator/Dockerfile", "trainer_image/Dockerfile", "charts/tfps-operator",
-            "examples/quickstart.yaml"} <= paths
+    assert {
+        "kind-config.yaml",
+        "operator/Dockerfile",
+        "trainer_image/Dockerfile",
+        "charts/tfps-operator",
+        "examples/quickstart.yaml",
+    } <= paths
     for p in paths:
         if not p.startswith(".kind-e2e"):
             assert (ROOT / p.rstrip("/")).exists(), p
@@ -110,8 +115,9 @@ def test_applied_manifests_pass_server_dry_run(cluster, kubectl, wait_until):
     from support.crd import install_crd
 
     install_crd(str(cluster.kubeconfig))
-    out = subprocess.run([str(SCRIPT), "--print-manifests"], capture_output=True, text=True, timeout=60,
-                         env=cluster.env, cwd=ROOT)
+    out = subprocess.run(
+        [str(SCRIPT), "--print-manifests"], capture_output=True, text=True, timeout=60, env=cluster.env, cwd=ROOT
+    )
     assert out.returncode == 0, out.stderr
     docs = objects(out.stdout)
     kinds = [d["kind"] for d in docs]
@@ -124,8 +130,11 @@ def test_applied_manifests_pass_server_dry_run(cluster, kubectl, wait_until):
     # Namespaced objects need their namespace to exist for a server-side dry run.
     kubectl("create", "namespace", ns, check=False)
     try:
-        wait_until(lambda: kubectl("get", "serviceaccount", "default", "-n", ns, check=False).returncode == 0,
-                   timeout=30, what=f"default ServiceAccount in {ns}")
+        wait_until(
+            lambda: kubectl("get", "serviceaccount", "default", "-n", ns, check=False).returncode == 0,
+            timeout=30,
+            what=f"default ServiceAccount in {ns}",
+        )
         res = kubectl("apply", "--dry-run=server", "-f", "-", input=out.stdout)
         assert res.stdout.count("(server dry run)") == len(docs), res.stdout
     finally:

@@ -60,7 +60,7 @@ def _dashboard_exprs(dash: dict[str, Any]) -> list[tuple[str, str]]:
         if v["type"] == "query":
             m = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", v["query"]["query"])
             assert m, v["query"]
-            out.append((f"variable {v['name']}", f'{m.group(1)} and on({m.group(2)}) {m.group(1)}'))
+            out.append((f"variable {v['name']}", f"{m.group(1)} and on({m.group(2)}) {m.group(1)}"))
     return out
 
 
@@ -70,9 +70,16 @@ def test_dashboard_queries_only_exported_metrics_and_covers_jobs_and_operator():
     for where, expr in _dashboard_exprs(dash):
         used |= _check(expr, where)
     # what the dashboard is for: step rate, loss, checkpoint age, restarts, export outcomes, reconciles
-    assert {"tfps_job_steps_per_second", "tfps_job_loss", "tfps_job_checkpoint_timestamp_seconds", "tfps_job_restart_count",
-            "tfps_pod_restarts_total", "tfps_export_artifacts_total", "tfps_reconcile_total",
-            "tfps_api_errors_total"} <= used
+    assert {
+        "tfps_job_steps_per_second",
+        "tfps_job_loss",
+        "tfps_job_checkpoint_timestamp_seconds",
+        "tfps_job_restart_count",
+        "tfps_pod_restarts_total",
+        "tfps_export_artifacts_total",
+        "tfps_reconcile_total",
+        "tfps_api_errors_total",
+    } <= used
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))
 
@@ -95,8 +102,14 @@ def test_alerts_query_only_exported_metrics():
     # Helm actions in the file are thresholds and escaped Prometheus templates: stand them in by a number.
     text = re.sub(r"\{\{[^`}]*\}\}", "1", ALERTS.read_text())
     rules = _alert_rules(text)
-    assert {r["alert"] for r in rules} == {"TFPSJobFailed", "TFPSJobStalled", "TFPSJobRestartingOften", "TFPSExportFailed",
-                                           "TFPSOperatorReconcileErrors", "TFPSOperatorAPIErrors"}
+    assert {r["alert"] for r in rules} == {
+        "TFPSJobFailed",
+        "TFPSJobStalled",
+        "TFPSJobRestartingOften",
+        "TFPSExportFailed",
+        "TFPSOperatorReconcileErrors",
+        "TFPSOperatorAPIErrors",
+    }
     for r in rules:
         _check(r["expr"], f"alert {r['alert']}")
         assert r["labels"]["severity"] and r["annotations"]["summary"]
@@ -107,8 +120,9 @@ def test_dashboard_and_rules_render_only_when_enabled():
     default = objects(template(HELM).stdout)
     assert not by_kind(default, "PrometheusRule")
     assert not [c for c in by_kind(default, "ConfigMap") if "grafana_dashboard" in c["metadata"].get("labels", {})]
-    objs = objects(template(HELM, CHART / "ci" / "servicemonitor-values.yaml",
-                            sets=["prometheusRule.stalledMinutes=45"]).stdout)
+    objs = objects(
+        template(HELM, CHART / "ci" / "servicemonitor-values.yaml", sets=["prometheusRule.stalledMinutes=45"]).stdout
+    )
     (cm,) = [c for c in by_kind(objs, "ConfigMap") if c["metadata"]["labels"].get("grafana_dashboard") == "1"]
     assert json.loads(cm["data"]["tfps-operator.json"]) == json.loads(DASHBOARD.read_text())
     (rule,) = by_kind(objs, "PrometheusRule")

@@ -19,9 +19,9 @@ from .helpers import ROOT
 from .rbac import helm_install
 
 sys.path.insert(0, str(ROOT / "tests" / "operator"))
-from operator_harness import Cluster, OperatorProcess, job_body  # noqa: E402
+from operator_harness import Cluster, OperatorProcess, job_body
 
-from tfps_trainer.export.result import ArtifactResult, ExportSucceeded, encode  # noqa: E402
+from tfps_trainer.export.result import ArtifactResult, ExportSucceeded, encode
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
 
@@ -36,7 +36,8 @@ def helm(cluster) -> str:
 
 
 def test_operator_with_the_charts_serviceaccount_runs_full_lifecycles(
-        helm, cluster, k8s, make_namespace, wait_until, tmp_path: Path):
+    helm, cluster, k8s, make_namespace, wait_until, tmp_path: Path
+):
     from support.crd import install_crd
 
     install_crd(str(cluster.kubeconfig))
@@ -46,24 +47,37 @@ def test_operator_with_the_charts_serviceaccount_runs_full_lifecycles(
     op: OperatorProcess | None = None
     try:
         with helm_install(helm, cluster, release_ns, sets=[f"watchNamespaces={{{watched}}}"]) as inst:
-            op = OperatorProcess(str(inst.kubeconfig), [watched], tmp_path / "operator.log",
-                                 extra_env={"TFPS_OPERATOR_NAMESPACE": release_ns}).start()
+            op = OperatorProcess(
+                str(inst.kubeconfig),
+                [watched],
+                tmp_path / "operator.log",
+                extra_env={"TFPS_OPERATOR_NAMESPACE": release_ns},
+            ).start()
 
             # 1. Training, then export: pods + Service + NetworkPolicy, status, export Job, events.
             kube.create_job(job_body("j", export=True, chief_template=KWOK_HANDS_OFF))
             wait_until(lambda: sorted(kube.trainer_pods("j")) == TRAINERS, timeout=30, what="all trainer pods")
             kube.wait_until(lambda: kube.core.list_namespaced_service(watched).items, timeout=20, what="Service")
-            kube.wait_until(lambda: kube.net.list_namespaced_network_policy(watched).items, timeout=20,
-                            what="NetworkPolicy")
+            kube.wait_until(
+                lambda: kube.net.list_namespaced_network_policy(watched).items, timeout=20, what="NetworkPolicy"
+            )
             job = kube.job("j")
             assert "tfps.dev/finalizer" in job["metadata"]["finalizers"]  # Kopf patched the job
             kube.finish_pod("j-chief-0", "Succeeded", 0)
             kube.wait_phase("j", "Exporting", timeout=60)
-            export_pod = wait_until(lambda: next(iter(kube.pods("job-name=j-export")), None), timeout=30,
-                                    what="export pod")
-            result = ExportSucceeded(step=10, path="exports/10", manifest="exports/10/manifest.json", artifacts=[
-                ArtifactResult(format="onnx", path="exports/10/model.onnx", bytes=4096, sha256="cd" * 32,
-                               max_error=1e-7)])
+            export_pod = wait_until(
+                lambda: next(iter(kube.pods("job-name=j-export")), None), timeout=30, what="export pod"
+            )
+            result = ExportSucceeded(
+                step=10,
+                path="exports/10",
+                manifest="exports/10/manifest.json",
+                artifacts=[
+                    ArtifactResult(
+                        format="onnx", path="exports/10/model.onnx", bytes=4096, sha256="cd" * 32, max_error=1e-7
+                    )
+                ],
+            )
             kube.finish_pod(export_pod, "Succeeded", 0, encode(result))
             st = kube.wait_phase("j", "Succeeded", timeout=60)
             assert st["export"]["jobName"] == "j-export"
@@ -78,23 +92,36 @@ def test_operator_with_the_charts_serviceaccount_runs_full_lifecycles(
             body = job_body("k")
             body["spec"]["storage"] = {"volumeClaimTemplate": {"size": "1Gi", "storageClassName": "none-such"}}
             kube.create_job(body)
-            pvc = wait_until(lambda: kube.core.list_namespaced_persistent_volume_claim(
-                watched, label_selector="tfps.dev/job-name=k").items, timeout=30, what="PVC created")[0]
+            pvc = wait_until(
+                lambda: (
+                    kube.core.list_namespaced_persistent_volume_claim(
+                        watched, label_selector="tfps.dev/job-name=k"
+                    ).items
+                ),
+                timeout=30,
+                what="PVC created",
+            )[0]
             assert pvc.metadata.owner_references[0].name == "k"
 
             # 3. ttlSecondsAfterFinished: the operator deletes the finished job itself.
             kube.create_job(job_body("t", run_policy={"ttlSecondsAfterFinished": 1}))
             wait_until(lambda: "t-chief-0" in kube.trainer_pods("t"), timeout=30, what="chief of t")
-            kube.wait_until(lambda: kube.trainer_pods("t")["t-chief-0"]["status"].get("phase") == "Running",
-                            timeout=30, what="chief of t running")
+            kube.wait_until(
+                lambda: kube.trainer_pods("t")["t-chief-0"]["status"].get("phase") == "Running",
+                timeout=30,
+                what="chief of t running",
+            )
             kube.finish_pod("t-chief-0", "Succeeded", 0)
             wait_until(lambda: kube.job("t") is None, timeout=60, what="job t deleted by its TTL")
 
             # 4. Deleting a job: the finalizer is released, the job goes.
             kube.delete_job("j")
             kube.delete_job("k")
-            wait_until(lambda: kube.job("j") is None and kube.job("k") is None, timeout=60,
-                       what="jobs gone (finalizers released)")
+            wait_until(
+                lambda: kube.job("j") is None and kube.job("k") is None,
+                timeout=60,
+                what="jobs gone (finalizers released)",
+            )
 
             log = op.log()
             denied = [line for line in log.splitlines() if any(s in line for s in PERMISSION_ERRORS)]
@@ -109,12 +136,13 @@ def test_operator_with_the_charts_serviceaccount_runs_full_lifecycles(
             op.stop()
         try:
             kube.core.delete_persistent_volume(f"{watched}-data")
-        except Exception:  # noqa: BLE001 - best effort
+        except Exception:
             pass
 
 
-def test_peering_rules_suffice_for_a_peered_operator(helm, cluster, k8s, kubectl, make_namespace, wait_until,
-                                                     tmp_path: Path):
+def test_peering_rules_suffice_for_a_peered_operator(
+    helm, cluster, k8s, kubectl, make_namespace, wait_until, tmp_path: Path
+):
     """With operator.peering set, the chart's Role lets Kopf use the KopfPeering object (watch, patch
     its heartbeat), and the peered operator serves jobs."""
     import yaml
@@ -130,23 +158,35 @@ def test_peering_rules_suffice_for_a_peered_operator(helm, cluster, k8s, kubectl
     docs = manifests(peering, [watched])
     crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
     kubectl("apply", "--server-side", "--field-manager=tfps-tests", "-f", "-", input=yaml.safe_dump_all(crds))
-    kubectl("wait", "--for=condition=Established", "--timeout=60s",
-            *[f"crd/{d['metadata']['name']}" for d in crds])
-    kubectl("apply", "--server-side", "--field-manager=tfps-tests", "-f", "-",
-            input=yaml.safe_dump_all([d for d in docs if d not in crds]))
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{d['metadata']['name']}" for d in crds])
+    kubectl(
+        "apply",
+        "--server-side",
+        "--field-manager=tfps-tests",
+        "-f",
+        "-",
+        input=yaml.safe_dump_all([d for d in docs if d not in crds]),
+    )
     kube = Cluster(k8s, watched, wait_until)
     kube.bound_claim("data")
     op: OperatorProcess | None = None
     try:
-        with helm_install(helm, cluster, release_ns,
-                          sets=[f"watchNamespaces={{{watched}}}", f"operator.peering={peering}"]) as inst:
-            op = OperatorProcess(str(inst.kubeconfig), [watched], tmp_path / "operator.log",
-                                 extra_env={"TFPS_OPERATOR_NAMESPACE": release_ns, "TFPS_PEERING_LIFETIME": "10"},
-                                 extra_args=["--peering", peering]).start()
+        with helm_install(
+            helm, cluster, release_ns, sets=[f"watchNamespaces={{{watched}}}", f"operator.peering={peering}"]
+        ) as inst:
+            op = OperatorProcess(
+                str(inst.kubeconfig),
+                [watched],
+                tmp_path / "operator.log",
+                extra_env={"TFPS_OPERATOR_NAMESPACE": release_ns, "TFPS_PEERING_LIFETIME": "10"},
+                extra_args=["--peering", peering],
+            ).start()
+
             # Kopf registered this replica in the peering object: it could watch and patch it.
             def registered() -> bool:
                 obj = json.loads(kubectl("get", "kopfpeerings.kopf.dev", peering, "-n", watched, "-o", "json").stdout)
                 return bool(obj.get("status"))
+
             wait_until(registered, timeout=30, what="operator's heartbeat in the KopfPeering")
             kube.create_job(job_body("j"))
             wait_until(lambda: sorted(kube.trainer_pods("j")) == TRAINERS, timeout=30, what="trainer pods")
@@ -164,5 +204,5 @@ def test_peering_rules_suffice_for_a_peered_operator(helm, cluster, k8s, kubectl
             op.stop()
         try:
             kube.core.delete_persistent_volume(f"{watched}-data")
-        except Exception:  # noqa: BLE001 - best effort
+        except Exception:
             pass

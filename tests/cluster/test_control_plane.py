@@ -12,7 +12,7 @@ import ipaddress
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -98,7 +98,9 @@ def test_deployment_pods_are_scheduled_onto_kwok_nodes_and_run(k8s, namespace, w
     assert len({p.status.pod_ip for p in pods}) == 4, "pod IPs must be unique"
     events = core.list_namespaced_event(namespace, field_selector="reason=Scheduled").items
     assert {e.involved_object.name for e in events} >= {p.metadata.name for p in pods}
-    assert all(e.reporting_component == "default-scheduler" or e.source.component == "default-scheduler" for e in events)
+    assert all(
+        e.reporting_component == "default-scheduler" or e.source.component == "default-scheduler" for e in events
+    )
 
 
 def test_job_completes(k8s, namespace, wait_until) -> None:
@@ -191,7 +193,9 @@ def _ca_file(kubeconfig: str) -> str:
 
 def test_rbac_limited_service_account_token(k8s, cluster, kubeconfig, namespace) -> None:
     core, rbac = client.CoreV1Api(k8s), client.RbacAuthorizationV1Api(k8s)
-    core.create_namespaced_service_account(namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="reader")))
+    core.create_namespaced_service_account(
+        namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="reader"))
+    )
     rbac.create_namespaced_role(
         namespace,
         client.V1Role(
@@ -208,7 +212,9 @@ def test_rbac_limited_service_account_token(k8s, cluster, kubeconfig, namespace)
         ),
     )
     token = core.create_namespaced_service_account_token(
-        "reader", namespace, client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600))
+        "reader",
+        namespace,
+        client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600)),
     ).status.token
 
     conf = client.Configuration(host=cluster.server)
@@ -241,16 +247,26 @@ def test_patched_terminal_pod_status_sticks(k8s, namespace, wait_until, phase, e
         spec=client.V1PodSpec(containers=[_container()], restart_policy="Never"),
     )
     core.create_namespaced_pod(namespace, pod)
-    wait_until(lambda: core.read_namespaced_pod_status("worker-0", namespace).status.phase == "Running",
-               timeout=60, what="pod worker-0 Running")
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    wait_until(
+        lambda: core.read_namespaced_pod_status("worker-0", namespace).status.phase == "Running",
+        timeout=60,
+        what="pod worker-0 Running",
+    )
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     terminated = {"exitCode": exit_code, "reason": reason, "startedAt": now, "finishedAt": now}
     patch = {
         "status": {
             "phase": phase,
             "containerStatuses": [
-                {"name": "main", "image": IMAGE, "imageID": "", "ready": False, "restartCount": 0,
-                 "started": False, "state": {"terminated": terminated}}
+                {
+                    "name": "main",
+                    "image": IMAGE,
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "started": False,
+                    "state": {"terminated": terminated},
+                }
             ],
         }
     }
@@ -271,31 +287,48 @@ def test_pod_annotated_status_custom_is_left_to_the_test(k8s, namespace, wait_un
         spec=client.V1PodSpec(containers=[_container()], restart_policy="Never"),
     )
     core.create_namespaced_pod(namespace, pod)
-    wait_until(lambda: core.read_namespaced_pod("held", namespace).spec.node_name, timeout=30, what="pod held scheduled")
+    wait_until(
+        lambda: core.read_namespaced_pod("held", namespace).spec.node_name, timeout=30, what="pod held scheduled"
+    )
     time.sleep(2)  # kwok would have made it Running by now
     assert core.read_namespaced_pod_status("held", namespace).status.phase == "Pending"
-    core.patch_namespaced_pod_status("held", namespace, {"status": {"phase": "Running", "podIP": "127.1.1.250",
-                                                                   "podIPs": [{"ip": "127.1.1.250"}]}})
+    core.patch_namespaced_pod_status(
+        "held", namespace, {"status": {"phase": "Running", "podIP": "127.1.1.250", "podIPs": [{"ip": "127.1.1.250"}]}}
+    )
     time.sleep(1)
     st = core.read_namespaced_pod_status("held", namespace).status
     assert (st.phase, st.pod_ip) == ("Running", "127.1.1.250")
     # Nothing confirms a graceful deletion of such a pod; force it (the namespace fixture does the same).
     core.delete_namespaced_pod("held", namespace, grace_period_seconds=0)
-    wait_until(lambda: _status_code(lambda: core.read_namespaced_pod("held", namespace)) == 404,
-               timeout=30, what="pod held deleted")
+    wait_until(
+        lambda: _status_code(lambda: core.read_namespaced_pod("held", namespace)) == 404,
+        timeout=30,
+        what="pod held deleted",
+    )
 
 
 def test_gang_scheduler_binds_a_pod_group_only_when_min_member_pods_exist(k8s, namespace, wait_until) -> None:
     """scheduler-plugins' Coscheduling, as hack/cluster runs it: a PodGroup of minMember 2 with one pod
     binds nothing (and the pod says why); the second pod lets both bind; its controller reports the group."""
     core, custom = client.CoreV1Api(k8s), client.CustomObjectsApi(k8s)
-    custom.create_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-        "metadata": {"name": "g"}, "spec": {"minMember": 2}})
+    custom.create_namespaced_custom_object(
+        "scheduling.x-k8s.io",
+        "v1alpha1",
+        namespace,
+        "podgroups",
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "g"},
+            "spec": {"minMember": 2},
+        },
+    )
 
     def member(name: str) -> client.V1Pod:
-        return client.V1Pod(metadata=client.V1ObjectMeta(name=name, labels={"scheduling.x-k8s.io/pod-group": "g"}),
-                            spec=client.V1PodSpec(containers=[_container()], scheduler_name="scheduler-plugins-scheduler"))
+        return client.V1Pod(
+            metadata=client.V1ObjectMeta(name=name, labels={"scheduling.x-k8s.io/pod-group": "g"}),
+            spec=client.V1PodSpec(containers=[_container()], scheduler_name="scheduler-plugins-scheduler"),
+        )
 
     core.create_namespaced_pod(namespace, member("p0"))
 
@@ -308,8 +341,23 @@ def test_gang_scheduler_binds_a_pod_group_only_when_min_member_pods_exist(k8s, n
     assert "minMember" in message or "sibling" in message, message
     assert core.read_namespaced_pod("p0", namespace).spec.node_name is None
     core.create_namespaced_pod(namespace, member("p1"))
-    wait_until(lambda: all(core.read_namespaced_pod(n, namespace).status.phase == "Running" for n in ("p0", "p1")),
-               timeout=90, interval=0.5, what="both members bound and Running")
-    wait_until(lambda: (custom.get_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "g")
-                        .get("status") or {}).get("phase") == "Running",
-               timeout=60, interval=0.5, what="PodGroup g phase Running (the PodGroup controller)")
+    wait_until(
+        lambda: all(core.read_namespaced_pod(n, namespace).status.phase == "Running" for n in ("p0", "p1")),
+        timeout=90,
+        interval=0.5,
+        what="both members bound and Running",
+    )
+    wait_until(
+        lambda: (
+            (
+                custom.get_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "g").get(
+                    "status"
+                )
+                or {}
+            ).get("phase")
+            == "Running"
+        ),
+        timeout=60,
+        interval=0.5,
+        what="PodGroup g phase Running (the PodGroup controller)",
+    )

@@ -21,10 +21,24 @@ import pytest
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
-COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "gang-scheduler",
-              "podgroup-controller"]
-PORT_VARS = ["TFPS_ETCD_PORT", "TFPS_ETCD_PEER_PORT", "TFPS_APISERVER_PORT", "TFPS_KCM_PORT", "TFPS_SCHED_PORT",
-             "TFPS_GANG_SCHED_PORT", "TFPS_PODGROUP_CTRL_PORT"]
+COMPONENTS = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "gang-scheduler",
+    "podgroup-controller",
+]
+PORT_VARS = [
+    "TFPS_ETCD_PORT",
+    "TFPS_ETCD_PEER_PORT",
+    "TFPS_APISERVER_PORT",
+    "TFPS_KCM_PORT",
+    "TFPS_SCHED_PORT",
+    "TFPS_GANG_SCHED_PORT",
+    "TFPS_PODGROUP_CTRL_PORT",
+]
 
 
 def _free_ports(n: int) -> list[int]:
@@ -52,13 +66,20 @@ class Scratch:
 
     def run(self, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(REPO / "hack" / "cluster"), *args], cwd=REPO, env={**self.env, **(extra_env or {})},
-            capture_output=True, text=True, timeout=600,
+            [str(REPO / "hack" / "cluster"), *args],
+            cwd=REPO,
+            env={**self.env, **(extra_env or {})},
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
 
     def pids(self) -> dict[str, int]:
-        return {c: int((self.state / "pids" / f"{c}.pid").read_text()) for c in COMPONENTS
-                if (self.state / "pids" / f"{c}.pid").exists()}
+        return {
+            c: int((self.state / "pids" / f"{c}.pid").read_text())
+            for c in COMPONENTS
+            if (self.state / "pids" / f"{c}.pid").exists()
+        }
 
 
 @pytest.fixture
@@ -91,8 +112,13 @@ def test_up_status_down_and_recovery_from_a_killed_run(scratch: Scratch) -> None
     # Every address the cluster hands out is loopback, Service ClusterIPs included.
     kubectl = [str(scratch.state / "bin" / "kubectl"), f"--kubeconfig={scratch.state / 'kubeconfig'}"]
     subprocess.run([*kubectl, "create", "service", "clusterip", "probe", "--tcp=80:80"], check=True, timeout=60)
-    ip = subprocess.run([*kubectl, "get", "service", "probe", "-o", "jsonpath={.spec.clusterIP}"],
-                        check=True, capture_output=True, text=True, timeout=60).stdout
+    ip = subprocess.run(
+        [*kubectl, "get", "service", "probe", "-o", "jsonpath={.spec.clusterIP}"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
     assert ipaddress.ip_address(ip) in ipaddress.ip_network("127.0.0.0/8"), ip
 
     env = scratch.run("env").stdout

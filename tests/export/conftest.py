@@ -26,18 +26,31 @@ class Run:
 
 
 def settings(root: Path, module: str, args: dict[str, Any] | None = None, **export: Any) -> JobSettings:
-    return JobSettings(job_name="exp", namespace="tests", model_module=module, model_args=args or {}, steps=1,
-                       batch_size=32, paths=Paths(root=str(root)), export=ExportSettings(**export))
+    return JobSettings(
+        job_name="exp",
+        namespace="tests",
+        model_module=module,
+        model_args=args or {},
+        steps=1,
+        batch_size=32,
+        paths=Paths(root=str(root)),
+        export=ExportSettings(**export),
+    )
 
 
 def run_export(job: JobSettings, *cli: str, timeout: float = 600) -> Run:
     """``python -m tfps_trainer.export`` as the export Job runs it; the result is read from the termination log."""
     log = Path(job.paths.root).parent / f"termination-{Path(job.paths.root).name}.log"
     log.unlink(missing_ok=True)
-    env = dict(os.environ, TFPS_JOB=job.to_env(), TFPS_TERMINATION_LOG=str(log),
-               PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-m", "tfps_trainer.export", *cli], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    env = dict(
+        os.environ,
+        TFPS_JOB=job.to_env(),
+        TFPS_TERMINATION_LOG=str(log),
+        PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "tfps_trainer.export", *cli], env=env, capture_output=True, text=True, timeout=timeout
+    )
     text = log.read_text()
     assert text == proc.stdout.strip().splitlines()[-1], "the termination log and the last stdout line differ"
     return Run(proc.returncode, parse_message(text), proc.stdout, proc.stderr)

@@ -15,8 +15,10 @@ def _run(tmp_path, env_extra):
     log = tmp_path / "termination-log"
     env = {k: v for k, v in os.environ.items() if k != "TFPS_JOB"}
     env.update(TFPS_TERMINATION_LOG=str(log), **env_extra)
-    code = ("import sys; from tfps_trainer.export.__main__ import main; rc = main([]); "
-            "print('tensorflow-loaded' if 'tensorflow' in sys.modules else 'no-tensorflow'); sys.exit(rc)")
+    code = (
+        "import sys; from tfps_trainer.export.__main__ import main; rc = main([]); "
+        "print('tensorflow-loaded' if 'tensorflow' in sys.modules else 'no-tensorflow'); sys.exit(rc)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip().splitlines()[-1] == "no-tensorflow"
     return proc, log
@@ -31,8 +33,14 @@ def test_missing_settings_exit_2_with_one_line_reason(tmp_path):
 
 
 def test_disabled_export_is_refused_before_tensorflow_loads(tmp_path):
-    job = JobSettings(job_name="j", model_module="m", steps=1, batch_size=1, paths=Paths(root=str(tmp_path)),
-                      export=ExportSettings(enabled=False))
+    job = JobSettings(
+        job_name="j",
+        model_module="m",
+        steps=1,
+        batch_size=1,
+        paths=Paths(root=str(tmp_path)),
+        export=ExportSettings(enabled=False),
+    )
     proc, log = _run(tmp_path, {"TFPS_JOB": job.to_env()})
     assert proc.returncode == ExitCode.SETTINGS_INVALID
     assert "export.enabled is false" in parse_message(log.read_text()).message

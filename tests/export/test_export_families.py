@@ -27,8 +27,17 @@ ALL = ("savedmodel", "keras", "weights", "tflite", "onnx")
 def _export(tmp_path: Path, module: str, args: dict, quantization: str, steps: int = 40):
     root = tmp_path / "job"
     step = train_and_checkpoint(root, f"tfps_export_testmodels.{module}", args, steps=steps)
-    run = run_export(settings(root, f"tfps_export_testmodels.{module}", args, formats=ALL,
-                              tflite_quantization=quantization, tflite_calibration_samples=64, verify_samples=64))
+    run = run_export(
+        settings(
+            root,
+            f"tfps_export_testmodels.{module}",
+            args,
+            formats=ALL,
+            tflite_quantization=quantization,
+            tflite_calibration_samples=64,
+            verify_samples=64,
+        )
+    )
     assert run.rc == 0 and run.result.ok, run.stderr[-3000:]
     export_dir = root / "exports" / str(step)
     manifest = json.loads((export_dir / "manifest.json").read_text())
@@ -36,8 +45,10 @@ def _export(tmp_path: Path, module: str, args: dict, quantization: str, steps: i
 
 
 def _labels(manifest: dict) -> list[str]:
-    return [a["format"] if a["quantization"] in (None, "none") else f"{a['format']} ({a['quantization']})"
-            for a in manifest["artifacts"]]
+    return [
+        a["format"] if a["quantization"] in (None, "none") else f"{a['format']} ({a['quantization']})"
+        for a in manifest["artifacts"]
+    ]
 
 
 def _reference(root: Path, step: int, module: str, args: dict, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -131,14 +142,21 @@ def test_integer_lookup_gets_a_clear_message_and_the_other_formats_are_published
         assert f.reason == "ConversionFailed" and "lookup table" in f.message
         assert "move the StringLookup/IntegerLookup/Hashing step into the dataset" in f.message
     assert [f["format"] for f in manifest["failed"]] == ["tflite", "tflite", "onnx"]
-    assert sorted(p.name for p in export_dir.iterdir()) == ["manifest.json", "model.keras", "model.weights.h5", "report.html",
-                                                            "savedmodel"]
+    assert sorted(p.name for p in export_dir.iterdir()) == [
+        "manifest.json",
+        "model.keras",
+        "model.weights.h5",
+        "report.html",
+        "savedmodel",
+    ]
 
 
 def test_two_inputs_two_outputs_are_judged_output_by_output(tmp_path):
     root, step, run, export_dir, manifest = _export(tmp_path, "two_heads", {}, "int8", steps=60)
-    assert {o["name"]: o["kind"] for o in manifest["signature"]["outputs"]} == {"kind": "classification",
-                                                                                  "size": "regression"}
+    assert {o["name"]: o["kind"] for o in manifest["signature"]["outputs"]} == {
+        "kind": "classification",
+        "size": "regression",
+    }
     float_tflite = next(a for a in manifest["artifacts"] if a["quantization"] == "none")
     assert [o["name"] for o in float_tflite["verification"]["outputs"]] == ["kind", "size"]
     # int8: the classifier head by agreement with the float model, the regression head by its error against
@@ -165,7 +183,6 @@ def test_custom_layer_keras_file_is_loaded_with_the_contracts_custom_objects(tmp
     root, step, run, export_dir, manifest = _export(tmp_path, "custom_scale", {}, "none")
     assert _labels(manifest) == ["savedmodel", "keras", "weights", "tflite", "onnx"]
     import keras
-
     from tfps_export_testmodels.custom_scale import custom_objects
 
     with pytest.raises(Exception, match="LearnedScale"):  # unregistered: only custom_objects() can load it

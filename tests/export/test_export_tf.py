@@ -88,10 +88,16 @@ def test_linear_example_exports_every_format_verified(linear_job):
     assert manifest["checkpoint"] == {"step": step, "path": f"checkpoints/ckpt-{step}"}
     assert manifest["job"] == "exp" and manifest["namespace"] == "tests"
     assert [(a["format"], a["quantization"]) for a in manifest["artifacts"]] == [
-        ("savedmodel", None), ("tflite", "none"), ("tflite", "int8"), ("onnx", None)]
+        ("savedmodel", None),
+        ("tflite", "none"),
+        ("tflite", "int8"),
+        ("onnx", None),
+    ]
     assert manifest["artifacts"][-1]["opset"] == 17
     assert manifest["signature"]["inputs"] == [{"name": "features", "shape": [None, 256], "dtype": "float32"}]
-    assert manifest["signature"]["outputs"] == [{"name": "output", "shape": [None, 1], "dtype": "float32", "kind": "regression"}]
+    assert manifest["signature"]["outputs"] == [
+        {"name": "output", "shape": [None, 1], "dtype": "float32", "kind": "regression"}
+    ]
     assert manifest["complete"] is True and manifest["failed"] == [] and manifest["required"] == ["savedmodel"]
     for key in ("tensorflow", "keras", "tf2onnx", "onnxruntime", "ai-edge-litert"):
         assert manifest["versions"][key]
@@ -104,8 +110,9 @@ def test_linear_example_exports_every_format_verified(linear_job):
 
 
 def test_report_of_the_export_holds_its_figures_and_renders_in_chromium(linear_job, tmp_path):
-    from support.chromium import dump_dom, png_ink, screenshot
     from test_report import check_figures
+
+    from support.chromium import dump_dom, png_ink, screenshot
 
     root, step, _job, run = linear_job
     export_dir = root / "exports" / str(step)
@@ -179,8 +186,12 @@ def test_tf_keras_legacy_model_exports(tmp_path, testmodels_on_path):
 @pytest.mark.parametrize(
     "module, args, quantization, fmts",
     [
-        ("tfps_trainer.examples.wide_deep", {"vocab_size": 5000, "embed_dim": 8, "hidden": 16}, "dynamic",
-         ("savedmodel", "tflite", "onnx")),
+        (
+            "tfps_trainer.examples.wide_deep",
+            {"vocab_size": 5000, "embed_dim": 8, "hidden": 16},
+            "dynamic",
+            ("savedmodel", "tflite", "onnx"),
+        ),
         ("tfps_trainer.examples.linear_tf_keras", {"hidden": 16}, "float16", ("tflite", "onnx")),
     ],
 )
@@ -194,9 +205,14 @@ def test_other_examples_export_every_format(tmp_path, module, args, quantization
     expected = {"savedmodel": [None], "tflite": ["none", quantization], "onnx": [None]}
     assert [a["quantization"] for a in manifest["artifacts"]] == [q for f in fmts for q in expected[f]]
     # only the requested artifacts are published (no intermediate SavedModel when it was not asked for)
-    names = {"savedmodel": ["savedmodel"], "tflite": ["model.tflite", f"model_{quantization}.tflite"], "onnx": ["model.onnx"]}
-    assert sorted(p.name for p in export_dir.iterdir()) == sorted(["manifest.json", "report.html",
-                                                                   *(n for f in fmts for n in names[f])])
+    names = {
+        "savedmodel": ["savedmodel"],
+        "tflite": ["model.tflite", f"model_{quantization}.tflite"],
+        "onnx": ["model.onnx"],
+    }
+    assert sorted(p.name for p in export_dir.iterdir()) == sorted(
+        ["manifest.json", "report.html", *(n for f in fmts for n in names[f])]
+    )
     from tfps_trainer.contract import load
 
     inputs = load(module).module.sample_inputs(40, args)
@@ -230,8 +246,16 @@ def test_impossible_tolerance_fails_naming_format_error_and_tolerance(earlier_ex
     root, args = earlier_export
     before = snapshot(root / "exports")
     tight = {"max_abs": 0.0, "max_rel": 0.0}
-    run = run_export(settings(root, LINEAR, args, formats=("tflite", "onnx"), verify_samples=16,
-                              tolerances={"tflite": tight, "onnx": tight}))
+    run = run_export(
+        settings(
+            root,
+            LINEAR,
+            args,
+            formats=("tflite", "onnx"),
+            verify_samples=16,
+            tolerances={"tflite": tight, "onnx": tight},
+        )
+    )
     assert run.rc == 7 and not run.result.ok and run.result.reason == "VerificationFailed"
     assert "maxAbs 0 + maxRel 0" in run.result.message and "nothing was published" in run.result.message
     assert run.result.message.startswith(("tflite:", "onnx:"))
@@ -281,8 +305,9 @@ def test_unsupported_op_fails_only_that_format_and_the_savedmodel_is_published(t
 def test_a_required_format_that_fails_fails_the_export_but_publishes_the_rest(tmp_path, testmodels_on_path):
     root = tmp_path / "job"
     step = train_and_checkpoint(root, UNSUPPORTED, {}, steps=5)
-    run = run_export(settings(root, UNSUPPORTED, formats=("savedmodel", "onnx"), required=("savedmodel", "onnx"),
-                              verify_samples=8))
+    run = run_export(
+        settings(root, UNSUPPORTED, formats=("savedmodel", "onnx"), required=("savedmodel", "onnx"), verify_samples=8)
+    )
     assert run.rc == 6 and not run.result.ok and run.result.reason == "ConversionFailed"
     assert "required format(s) onnx failed" in run.result.message and "Igamma" in run.result.message
     assert run.result.path == f"exports/{step}" and [a.format for a in run.result.artifacts] == ["savedmodel"]
@@ -334,10 +359,19 @@ def test_sigterm_mid_export_publishes_nothing_and_leaves_no_staging(tmp_path, te
     root = tmp_path / "job"
     step = train_and_checkpoint(root, CUSTOM, {}, steps=5)
     log = tmp_path / "termination-log"
-    env = dict(os.environ, TFPS_JOB=settings(root, CUSTOM, verify_samples=16).to_env(), TFPS_TERMINATION_LOG=str(log),
-               PYTHONPATH=str(HERE))
-    proc = subprocess.Popen([sys.executable, "-m", "tfps_trainer.export"], env=env, stderr=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    env = dict(
+        os.environ,
+        TFPS_JOB=settings(root, CUSTOM, verify_samples=16).to_env(),
+        TFPS_TERMINATION_LOG=str(log),
+        PYTHONPATH=str(HERE),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tfps_trainer.export"],
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     staged = False
     for line in proc.stderr:  # wait until artifacts are being written into the staging directory
         if "savedmodel:" in line:

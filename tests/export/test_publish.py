@@ -26,7 +26,13 @@ def test_commit_renames_staging_and_points_latest_at_highest_step(tmp_path):
         _stage(pub, 30)
         _stage(pub, 20)  # an older checkpoint exported later does not move latest back
     exports = tmp_path / "exports"
-    assert sorted(p.name for p in exports.iterdir() if not p.name.startswith(".")) == ["10", "20", "30", "LATEST", "latest"]
+    assert sorted(p.name for p in exports.iterdir() if not p.name.startswith(".")) == [
+        "10",
+        "20",
+        "30",
+        "LATEST",
+        "latest",
+    ]
     assert os.readlink(exports / "latest") == "30"
     assert (exports / "LATEST").read_text() == "30\n"
     assert (exports / "latest" / "model.bin").read_text() == "model"
@@ -35,10 +41,9 @@ def test_commit_renames_staging_and_points_latest_at_highest_step(tmp_path):
 def test_failure_inside_staging_leaves_no_directory_and_earlier_export_intact(tmp_path):
     with Publisher(tmp_path) as pub:
         _stage(pub, 1, "first")
-        with pytest.raises(RuntimeError):
-            with pub.staging(2) as stage:
-                (stage / "model.bin").write_text("half")
-                raise RuntimeError("conversion blew up")
+        with pytest.raises(RuntimeError), pub.staging(2) as stage:
+            (stage / "model.bin").write_text("half")
+            raise RuntimeError("conversion blew up")
     exports = tmp_path / "exports"
     assert sorted(p.name for p in exports.iterdir()) == [".lock", "1", "LATEST", "latest"]
     assert (exports / "latest" / "model.bin").read_text() == "first"
@@ -95,10 +100,8 @@ def test_exports_directory_that_is_a_symlink_is_refused(tmp_path):
 
 
 def test_second_exporter_on_the_same_job_is_refused(tmp_path):
-    with Publisher(tmp_path):
-        with pytest.raises(ExportError, match="another exporter"):
-            with Publisher(tmp_path):
-                pass
+    with Publisher(tmp_path), pytest.raises(ExportError, match="another exporter"), Publisher(tmp_path):
+        pass
 
 
 @pytest.mark.parametrize("target", ["../other/checkpoints", "checkpoints/../../x", "/etc/passwd"])
@@ -123,5 +126,13 @@ def test_symlink_below_the_root_is_refused_but_root_behind_a_symlink_is_fine(tmp
 def test_manifest_refuses_absolute_or_escaping_paths(rel):
     assert check_relative("savedmodel/variables/x", "ok") == "savedmodel/variables/x"
     with pytest.raises(ExportError):
-        build(job="j", namespace="n", model="m", checkpoint_step=1, checkpoint_path="checkpoints/ckpt-1",
-              inputs=[], outputs=[], artifacts=[{"format": "onnx", "path": rel}])
+        build(
+            job="j",
+            namespace="n",
+            model="m",
+            checkpoint_step=1,
+            checkpoint_path="checkpoints/ckpt-1",
+            inputs=[],
+            outputs=[],
+            artifacts=[{"format": "onnx", "path": rel}],
+        )

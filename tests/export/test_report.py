@@ -17,49 +17,112 @@ from tfps_trainer.export import report
 from tfps_trainer.export.result import human_size
 
 
-def _output(name: str, kind: str, err: float | None, bound: float, agree: float | None = None, passed: bool = True,
-            quantiles: dict[str, float] | None = None) -> dict[str, Any]:
-    o = {"name": name, "kind": kind, "maxAbsError": err, "scale": 2.0, "maxRelError": None if err is None else err / 2,
-         "bound": bound, "argmaxAgreement": agree, "decisiveSamples": 60 if agree is not None else None, "passed": passed}
+def _output(
+    name: str,
+    kind: str,
+    err: float | None,
+    bound: float,
+    agree: float | None = None,
+    passed: bool = True,
+    quantiles: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    o = {
+        "name": name,
+        "kind": kind,
+        "maxAbsError": err,
+        "scale": 2.0,
+        "maxRelError": None if err is None else err / 2,
+        "bound": bound,
+        "argmaxAgreement": agree,
+        "decisiveSamples": 60 if agree is not None else None,
+        "passed": passed,
+    }
     if err is not None:
         o["errorQuantiles"] = quantiles or {"p50": err / 20, "p90": err / 4, "p99": err / 1.5, "max": err}
     return o
 
 
-def _artifact(fmt: str, quant: str | None, size: int, outputs: list[dict[str, Any]], tol: dict[str, Any]) -> dict[str, Any]:
+def _artifact(
+    fmt: str, quant: str | None, size: int, outputs: list[dict[str, Any]], tol: dict[str, Any]
+) -> dict[str, Any]:
     errs = [o["maxAbsError"] for o in outputs if o["maxAbsError"] is not None]
     agrees = [o["argmaxAgreement"] for o in outputs if o["argmaxAgreement"] is not None]
-    return {"format": fmt, "path": f"{fmt}-{quant or 'float'}.bin", "bytes": size, "sha256": "0" * 64, "quantization": quant,
-            "verification": {"samples": 64, "maxAbsError": max(errs), "maxRelError": max(errs) / 2,
-                             "argmaxAgreement": min(agrees) if agrees else None, "tolerance": tol,
-                             "passed": all(o["passed"] for o in outputs), "outputs": outputs, "warnings": []}}
+    return {
+        "format": fmt,
+        "path": f"{fmt}-{quant or 'float'}.bin",
+        "bytes": size,
+        "sha256": "0" * 64,
+        "quantization": quant,
+        "verification": {
+            "samples": 64,
+            "maxAbsError": max(errs),
+            "maxRelError": max(errs) / 2,
+            "argmaxAgreement": min(agrees) if agrees else None,
+            "tolerance": tol,
+            "passed": all(o["passed"] for o in outputs),
+            "outputs": outputs,
+            "warnings": [],
+        },
+    }
 
 
 def sample_manifest() -> dict[str, Any]:
     """A two-output model (class probabilities and a score) exported to four artifacts, one format failed."""
     float_tol = {"maxAbs": 1e-4, "maxRel": 1e-4, "minArgmaxAgreement": None}
     arts = [
-        _artifact("savedmodel", None, 183_112, [_output("probs", "classification", 0.0, 2e-4, 1.0),
-                                                 _output("score", "regression", 0.0, 2e-4)],
-                  {"maxAbs": 1e-5, "maxRel": 1e-5, "minArgmaxAgreement": None}),
-        _artifact("tflite", "none", 61_440, [_output("probs", "classification", 3.1e-7, 2e-4, 1.0),
-                                              _output("score", "regression", 8.4e-7, 2e-4)], float_tol),
-        _artifact("tflite", "int8", 19_872, [_output("probs", "classification", 0.0412, 0.2, 0.9667),
-                                              _output("score", "regression", 0.0731, 0.2)],
-                  {"maxAbs": 0.0, "maxRel": 0.1, "minArgmaxAgreement": 0.9}),
-        _artifact("onnx", None, 60_914, [_output("probs", "classification", 2.2e-7, 2e-4, 1.0),
-                                          _output("score", "regression", 5.9e-7, 2e-4)], float_tol),
+        _artifact(
+            "savedmodel",
+            None,
+            183_112,
+            [_output("probs", "classification", 0.0, 2e-4, 1.0), _output("score", "regression", 0.0, 2e-4)],
+            {"maxAbs": 1e-5, "maxRel": 1e-5, "minArgmaxAgreement": None},
+        ),
+        _artifact(
+            "tflite",
+            "none",
+            61_440,
+            [_output("probs", "classification", 3.1e-7, 2e-4, 1.0), _output("score", "regression", 8.4e-7, 2e-4)],
+            float_tol,
+        ),
+        _artifact(
+            "tflite",
+            "int8",
+            19_872,
+            [_output("probs", "classification", 0.0412, 0.2, 0.9667), _output("score", "regression", 0.0731, 0.2)],
+            {"maxAbs": 0.0, "maxRel": 0.1, "minArgmaxAgreement": 0.9},
+        ),
+        _artifact(
+            "onnx",
+            None,
+            60_914,
+            [_output("probs", "classification", 2.2e-7, 2e-4, 1.0), _output("score", "regression", 5.9e-7, 2e-4)],
+            float_tol,
+        ),
     ]
     doc = manifest_mod.build(
-        job="digits", namespace="ml", model="tfps_trainer.examples.digits", checkpoint_step=1200,
+        job="digits",
+        namespace="ml",
+        model="tfps_trainer.examples.digits",
+        checkpoint_step=1200,
         checkpoint_path="checkpoints/ckpt-1200",
         inputs=[{"name": "pixels", "shape": [None, 64], "dtype": "float32"}],
-        outputs=[{"name": "probs", "shape": [None, 10], "dtype": "float32", "kind": "classification"},
-                 {"name": "score", "shape": [None, 1], "dtype": "float32", "kind": "regression"}],
-        artifacts=arts, required=["savedmodel"], complete=True,
-        failed=[{"format": "keras", "quantization": None, "reason": "ConversionFailed",
-                 "message": "keras: the model uses a Lambda layer that cannot be serialized"}],
-        samples={"count": 64, "origin": "dataset", "labels": True})
+        outputs=[
+            {"name": "probs", "shape": [None, 10], "dtype": "float32", "kind": "classification"},
+            {"name": "score", "shape": [None, 1], "dtype": "float32", "kind": "regression"},
+        ],
+        artifacts=arts,
+        required=["savedmodel"],
+        complete=True,
+        failed=[
+            {
+                "format": "keras",
+                "quantization": None,
+                "reason": "ConversionFailed",
+                "message": "keras: the model uses a Lambda layer that cannot be serialized",
+            }
+        ],
+        samples={"count": 64, "origin": "dataset", "labels": True},
+    )
     return doc
 
 

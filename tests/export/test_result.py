@@ -25,9 +25,13 @@ from tfps_trainer.export.result import (
 
 def _success(n: int) -> ExportSucceeded:
     return ExportSucceeded(
-        step=120, path="exports/120", manifest="exports/120/manifest.json",
-        artifacts=[ArtifactResult(format="onnx", path=f"exports/120/m{i}.onnx", bytes=10, sha256="ab" * 32, max_error=1e-7)
-                   for i in range(n)],
+        step=120,
+        path="exports/120",
+        manifest="exports/120/manifest.json",
+        artifacts=[
+            ArtifactResult(format="onnx", path=f"exports/120/m{i}.onnx", bytes=10, sha256="ab" * 32, max_error=1e-7)
+            for i in range(n)
+        ],
     )
 
 

@@ -10,8 +10,13 @@ np = pytest.importorskip("numpy")
 
 from tfps_trainer.config import ExportSettings, Tolerance  # noqa: E402
 from tfps_trainer.export.artifact import Artifact  # noqa: E402
-from tfps_trainer.export.verify import (FLOAT_DEFAULTS, QUANTIZED_DEFAULTS, judge, output_kind,  # noqa: E402
-                                        tolerance_for)
+from tfps_trainer.export.verify import (
+    FLOAT_DEFAULTS,
+    QUANTIZED_DEFAULTS,
+    judge,
+    output_kind,
+    tolerance_for,
+)
 
 RNG = np.random.default_rng(0)
 FLOAT_TFLITE = Artifact("tflite", "model.tflite", quantization="none")
@@ -25,12 +30,19 @@ def _softmax(z):
 
 
 def _one(artifact, ref, out, kind, labels=None, settings=ExportSettings()):
-    j = judge(artifact, {"y": ref}, {"y": out}, tolerance_for(artifact, settings), {"y": kind},
-              {"y": labels} if labels is not None else None)
+    j = judge(
+        artifact,
+        {"y": ref},
+        {"y": out},
+        tolerance_for(artifact, settings),
+        {"y": kind},
+        {"y": labels} if labels is not None else None,
+    )
     return j, j.outputs[0]
 
 
 # --- what an output is ---------------------------------------------------------------------------
+
 
 def test_probability_rows_are_classification_without_labels():
     assert output_kind(_softmax(RNG.normal(size=(20, 5))), None) == "classification"
@@ -55,6 +67,7 @@ def test_a_declared_kind_wins():
 
 
 # --- float artifacts ------------------------------------------------------------------------------
+
 
 def test_batchnorm_float_noise_passes_the_savedmodel_default_and_real_corruption_fails():
     ref = _softmax(RNG.normal(size=(64, 10)))
@@ -83,6 +96,7 @@ def test_nan_in_an_artifact_always_fails_and_names_the_count():
 
 
 # --- quantized artifacts --------------------------------------------------------------------------
+
 
 def test_int8_classifier_is_judged_by_argmax_agreement_not_by_error():
     logits = RNG.normal(size=(200, 10)) * 3
@@ -113,7 +127,9 @@ def test_int8_regression_is_judged_against_the_outputs_range():
 
 
 def test_the_quantized_tolerance_is_honoured_field_by_field():
-    settings = ExportSettings(tflite_quantization="int8", tflite_quantized_tolerance=Tolerance(min_argmax_agreement=0.5))
+    settings = ExportSettings(
+        tflite_quantization="int8", tflite_quantized_tolerance=Tolerance(min_argmax_agreement=0.5)
+    )
     limits = tolerance_for(INT8, settings)
     assert limits.min_argmax_agreement == 0.5 and limits.max_rel == QUANTIZED_DEFAULTS["int8"].max_rel
     float_limits = tolerance_for(FLOAT_TFLITE, ExportSettings(tolerances={"tflite": Tolerance(max_abs=0.1)}))
@@ -121,6 +137,7 @@ def test_the_quantized_tolerance_is_honoured_field_by_field():
 
 
 # --- warnings and several outputs -----------------------------------------------------------------
+
 
 def test_constant_outputs_pass_with_an_inconclusive_warning():
     ref = np.tile([[0.1] * 10], (64, 1))
@@ -132,8 +149,13 @@ def test_constant_outputs_pass_with_an_inconclusive_warning():
 def test_each_output_has_its_own_figures_and_the_failure_names_the_bad_one():
     probs = _softmax(RNG.normal(size=(30, 3)))
     size = RNG.normal(size=(30, 2))
-    j = judge(INT8, {"probs": probs, "size": size}, {"probs": probs, "size": size + 5.0},
-              tolerance_for(INT8, ExportSettings()), {"probs": "classification", "size": "regression"})
+    j = judge(
+        INT8,
+        {"probs": probs, "size": size},
+        {"probs": probs, "size": size + 5.0},
+        tolerance_for(INT8, ExportSettings()),
+        {"probs": "classification", "size": "regression"},
+    )
     assert [o.name for o in j.outputs] == ["probs", "size"] and [o.passed for o in j.outputs] == [True, False]
     assert j.failure_text().startswith("tflite (int8): output 'size': max abs error 5")
     doc = j.as_json()

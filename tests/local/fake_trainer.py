@@ -46,7 +46,9 @@ ckpt_file = ckpt_dir / "fake-step"
 if role == "evaluator":  # "evaluates" checkpoints until the final one, then exits 0
     while not (ckpt_file.exists() and ckpt_file.read_text() == str(job["steps"])):
         time.sleep(0.1)
-    Path(os.environ["TFPS_TERMINATION_LOG"]).write_text(f"fake evaluator: evaluated final checkpoint step {job['steps']}\n")
+    Path(os.environ["TFPS_TERMINATION_LOG"]).write_text(
+        f"fake evaluator: evaluated final checkpoint step {job['steps']}\n"
+    )
     sys.exit(0)
 if role != "chief":
     while True:
@@ -58,11 +60,16 @@ print(f"chief starting at step {state['step']}", flush=True)
 
 
 class Status(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802
-        body = json.dumps({
-            "step": state["step"], "loss": 1.0 / (1 + state["step"]), "steps_per_second": 20.0, "state": "training",
-            "checkpoint": {"step": state["ckpt"], "path": str(ckpt_file), "time": None} if state["ckpt"] else None,
-        }).encode()
+    def do_GET(self):
+        body = json.dumps(
+            {
+                "step": state["step"],
+                "loss": 1.0 / (1 + state["step"]),
+                "steps_per_second": 20.0,
+                "state": "training",
+                "checkpoint": {"step": state["ckpt"], "path": str(ckpt_file), "time": None} if state["ckpt"] else None,
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()

@@ -20,9 +20,21 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_digits_trains_to_a_real_classifier_and_every_artifact_keeps_its_accuracy(tmp_path):
     out = tmp_path / "digits.json"
-    run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "digits_accuracy.py"), "--fits", "1",
-                          "--workdir", str(tmp_path / "work"), "--json", str(out)],
-                         capture_output=True, text=True, timeout=850)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "digits_accuracy.py"),
+            "--fits",
+            "1",
+            "--workdir",
+            str(tmp_path / "work"),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=850,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["testImages"] == 359

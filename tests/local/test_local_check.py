@@ -16,19 +16,41 @@ REPO = Path(__file__).resolve().parents[2]
 TESTMODELS = REPO / "tests" / "export"
 
 
-def check(tmp_path: Path, spec_export: dict | None = None, module: str = "tfps_trainer.examples.linear",
-          args: dict | None = None, raw: str | None = None) -> subprocess.CompletedProcess:
+def check(
+    tmp_path: Path,
+    spec_export: dict | None = None,
+    module: str = "tfps_trainer.examples.linear",
+    args: dict | None = None,
+    raw: str | None = None,
+) -> subprocess.CompletedProcess:
     job = tmp_path / "job.yaml"
     if raw is not None:
         job.write_text(raw)
     else:
-        job.write_text(yaml.safe_dump({
-            "apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob", "metadata": {"name": "checked"},
-            "spec": {"model": {"module": module, "args": args or {}}, "training": {"steps": 10},
-                     "storage": {"claimName": "data"}, "export": spec_export or {}}}))
+        job.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "tfps.dev/v1alpha1",
+                    "kind": "PSTrainingJob",
+                    "metadata": {"name": "checked"},
+                    "spec": {
+                        "model": {"module": module, "args": args or {}},
+                        "training": {"steps": 10},
+                        "storage": {"claimName": "data"},
+                        "export": spec_export or {},
+                    },
+                }
+            )
+        )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTMODELS), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-c", "import sys; from tfps_operator.cli import main; sys.exit(main())",
-                           "check", str(job)], capture_output=True, text=True, env=env, timeout=500, cwd=tmp_path)
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from tfps_operator.cli import main; sys.exit(main())", "check", str(job)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=500,
+        cwd=tmp_path,
+    )
 
 
 def test_the_quickstart_checks_every_format_in_seconds_and_leaves_nothing_behind(tmp_path):
@@ -50,8 +72,12 @@ def test_a_format_that_will_fail_is_named_with_its_reason_and_only_a_required_on
     assert " ok " in rows["savedmodel"] and "will fail" in rows["tflite"] and "will fail" in rows["onnx"]
     assert "tflite: the model has a lookup table LiteRT's built-in ops cannot run" in run.stdout
     assert "move the StringLookup/IntegerLookup/Hashing step into the dataset" in run.stdout
-    required = check(tmp_path, {**spec, "required": ["savedmodel", "onnx"]}, module="tfps_export_testmodels.lookup",
-                     args={"kind": "integer"})
+    required = check(
+        tmp_path,
+        {**spec, "required": ["savedmodel", "onnx"]},
+        module="tfps_export_testmodels.lookup",
+        args={"kind": "integer"},
+    )
     assert required.returncode == 1
     assert "WILL FAIL (required)" in required.stdout
     assert "required format(s) onnx cannot be exported" in required.stderr

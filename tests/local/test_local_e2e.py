@@ -24,8 +24,16 @@ ROOT_OF = lambda work: work / "default" / "quickstart"  # noqa: E731
 
 
 def tfps_run(work: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-c", "import sys; from tfps_operator.cli import main; sys.exit(main())",
-            "run", str(QUICKSTART), "--workdir", str(work), *extra]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from tfps_operator.cli import main; sys.exit(main())",
+        "run",
+        str(QUICKSTART),
+        "--workdir",
+        str(work),
+        *extra,
+    ]
 
 
 def children_by_task(runner_pid: int) -> dict[str, int]:
@@ -82,14 +90,22 @@ def test_quickstart_ends_with_verified_artifacts(tmp_path):
     assert (export / "model.onnx").stat().st_size > 0
     assert "max error (verified)" in proc.stdout
     assert latest_checkpoint_step(root) == 60
-    assert {p.name for p in (root / "logs").glob("*.log")} == {"ps-0.log", "worker-0.log", "worker-1.log", "chief-0.log", "export.log"}
+    assert {p.name for p in (root / "logs").glob("*.log")} == {
+        "ps-0.log",
+        "worker-0.log",
+        "worker-1.log",
+        "chief-0.log",
+        "export.log",
+    }
     print(f"tfps run quickstart --steps 60: {wall:.1f}s wall")
 
 
 def test_killed_worker_is_recreated_and_run_succeeds(tmp_path):
     work = tmp_path / "work"
     root = ROOT_OF(work)
-    runner = subprocess.Popen(tfps_run(work, "--steps", "1500", "--no-export"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runner = subprocess.Popen(
+        tfps_run(work, "--steps", "1500", "--no-export"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         wait_for_checkpoint(runner, root)
         os.kill(children_by_task(runner.pid)["worker-1"], signal.SIGKILL)
@@ -107,7 +123,9 @@ def test_killed_worker_is_recreated_and_run_succeeds(tmp_path):
 def test_killed_ps_restarts_from_checkpoint(tmp_path):
     work = tmp_path / "work"
     root = ROOT_OF(work)
-    runner = subprocess.Popen(tfps_run(work, "--steps", "1500", "--no-export"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runner = subprocess.Popen(
+        tfps_run(work, "--steps", "1500", "--no-export"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         wait_for_checkpoint(runner, root)
         kill_at = latest_checkpoint_step(root)
@@ -134,7 +152,9 @@ def _gone(pid: int) -> bool:
 def test_sigterm_leaves_no_process_and_rerun_resumes(tmp_path):
     work = tmp_path / "work"
     root = ROOT_OF(work)
-    runner = subprocess.Popen(tfps_run(work, "--steps", "1500", "--no-export"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runner = subprocess.Popen(
+        tfps_run(work, "--steps", "1500", "--no-export"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         wait_for_checkpoint(runner, root)
         kids = children_by_task(runner.pid)
@@ -150,7 +170,9 @@ def test_sigterm_leaves_no_process_and_rerun_resumes(tmp_path):
             os.killpg(pid, 0)  # and nothing of its process group
     stopped = latest_checkpoint_step(root)
     assert 0 < stopped < 1500
-    rerun = subprocess.run(tfps_run(work, "--steps", "1500", "--no-export"), capture_output=True, text=True, timeout=540)
+    rerun = subprocess.run(
+        tfps_run(work, "--steps", "1500", "--no-export"), capture_output=True, text=True, timeout=540
+    )
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert "resuming from its latest checkpoint" in rerun.stdout
     resumed = [int(ln.rsplit(" ", 1)[1]) for ln in rerun.stdout.splitlines() if "resumed from checkpoint step" in ln]
@@ -163,10 +185,10 @@ def test_lost_port_race_restarts_on_fresh_ports(tmp_path, monkeypatch):
     runner recognises it and starts the cluster again on fresh ports (not counted as a restart)."""
     import socket
 
-    from tfps_operator.manifests.jobsettings import job_settings
     from tfps_operator.local import supervisor as sup
     from tfps_operator.local.cli import load_job
     from tfps_operator.local.progress import PlainDisplay
+    from tfps_operator.manifests.jobsettings import job_settings
 
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
@@ -198,8 +220,11 @@ def test_lost_port_race_restarts_on_fresh_ports(tmp_path, monkeypatch):
 
 def test_sigkilled_runner_leaves_no_trainer_behind(tmp_path):
     """Even `kill -9` of `tfps run` (no chance to clean up) takes every TF process with it."""
-    runner = subprocess.Popen(tfps_run(tmp_path / "work", "--steps", "1500", "--no-export"),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runner = subprocess.Popen(
+        tfps_run(tmp_path / "work", "--steps", "1500", "--no-export"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         end = time.monotonic() + 120
         while len(kids := children_by_task(runner.pid)) < 4:

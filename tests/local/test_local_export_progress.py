@@ -8,12 +8,11 @@ import sys
 import textwrap
 
 from tfps_operator.api.models import PSTrainingJob
-from tfps_operator.manifests.jobsettings import job_settings
 from tfps_operator.local.export import artifact_rows, notes_lines, run_export
-from tfps_trainer.export.result import human_size
 from tfps_operator.local.progress import PlainDisplay, Status
 from tfps_operator.local.supervisor import LocalJob
-from tfps_trainer.export.result import ArtifactResult, ExportFailed, ExportSucceeded, encode
+from tfps_operator.manifests.jobsettings import job_settings
+from tfps_trainer.export.result import ArtifactResult, ExportFailed, ExportSucceeded, encode, human_size
 
 
 class Events:
@@ -31,17 +30,30 @@ class Events:
 
 
 def plan_with_exporter(tmp_path, script: str, backoff: int = 1) -> LocalJob:
-    job = PSTrainingJob.model_validate({
-        "metadata": {"name": "ex"},
-        "spec": {"model": {"module": "m"}, "training": {"steps": 5}, "export": {"backoffLimit": backoff}},
-    })
-    return LocalJob(job=job, settings=job_settings(job, mount_path=str(tmp_path)),
-                    exporter=(sys.executable, "-c", textwrap.dedent(script)))
+    job = PSTrainingJob.model_validate(
+        {
+            "metadata": {"name": "ex"},
+            "spec": {"model": {"module": "m"}, "training": {"steps": 5}, "export": {"backoffLimit": backoff}},
+        }
+    )
+    return LocalJob(
+        job=job,
+        settings=job_settings(job, mount_path=str(tmp_path)),
+        exporter=(sys.executable, "-c", textwrap.dedent(script)),
+    )
 
 
-SUCCESS = encode(ExportSucceeded(step=5, path="exports/5", manifest="exports/5/manifest.json", artifacts=[
-    ArtifactResult(format=f, path=f"exports/5/{f}", bytes=2048, sha256="0" * 64, max_error=1e-6) for f in ("savedmodel", "tflite", "onnx")
-]))
+SUCCESS = encode(
+    ExportSucceeded(
+        step=5,
+        path="exports/5",
+        manifest="exports/5/manifest.json",
+        artifacts=[
+            ArtifactResult(format=f, path=f"exports/5/{f}", bytes=2048, sha256="0" * 64, max_error=1e-6)
+            for f in ("savedmodel", "tflite", "onnx")
+        ],
+    )
+)
 WRITE = "import os, sys; open(os.environ['TFPS_TERMINATION_LOG'], 'w').write(sys.argv[1]); sys.exit(int(sys.argv[2]))"
 
 
@@ -60,16 +72,26 @@ def test_success_lists_artifacts_with_absolute_paths(tmp_path):
 def test_truncated_result_reads_the_manifest(tmp_path):
     root = tmp_path / "default" / "ex"
     (root / "exports" / "5").mkdir(parents=True)
-    (root / "exports" / "5" / "manifest.json").write_text(json.dumps({"artifacts": [
-        {"format": f, "path": p, "bytes": 10, "sha256": "1" * 64, "verification": {"maxAbsError": 0.5}}
-        for f, p in (("savedmodel", "savedmodel"), ("tflite", "model.tflite"), ("onnx", "model.onnx"))
-    ]}))
-    msg = ExportSucceeded(step=5, path="exports/5", manifest="exports/5/manifest.json", truncated=True).model_dump_json(by_alias=True)
+    (root / "exports" / "5" / "manifest.json").write_text(
+        json.dumps(
+            {
+                "artifacts": [
+                    {"format": f, "path": p, "bytes": 10, "sha256": "1" * 64, "verification": {"maxAbsError": 0.5}}
+                    for f, p in (("savedmodel", "savedmodel"), ("tflite", "model.tflite"), ("onnx", "model.onnx"))
+                ]
+            }
+        )
+    )
+    msg = ExportSucceeded(step=5, path="exports/5", manifest="exports/5/manifest.json", truncated=True).model_dump_json(
+        by_alias=True
+    )
     plan = plan_with_exporter(tmp_path, WRITE)
     plan = LocalJob(job=plan.job, settings=plan.settings, exporter=(*plan.exporter, msg, "0"))
     out = run_export(plan, Events(), poll=0.05)
     assert out.ok, out.message
-    assert {a.path for a in out.artifacts} == {str(root / "exports" / "5" / p) for p in ("savedmodel", "model.tflite", "model.onnx")}
+    assert {a.path for a in out.artifacts} == {
+        str(root / "exports" / "5" / p) for p in ("savedmodel", "model.tflite", "model.onnx")
+    }
     assert all(a.max_error == 0.5 for a in out.artifacts)
 
 
@@ -106,35 +128,79 @@ def test_exporter_killed_then_retried(tmp_path):
 def test_an_optional_format_that_failed_is_listed_and_the_run_succeeds(tmp_path):
     root = tmp_path / "default" / "ex"
     (root / "exports" / "5").mkdir(parents=True)
-    failure = {"format": "tflite", "quantization": "none", "reason": "ConversionFailed",
-               "message": "tflite: the model has a lookup table LiteRT's built-in ops cannot run"}
-    (root / "exports" / "5" / "manifest.json").write_text(json.dumps({
-        "artifacts": [{"format": f, "path": p, "bytes": 10, "sha256": "1" * 64, "quantization": None,
-                       "notes": [], "verification": {"maxAbsError": 0.0, "warnings": w}}
-                      for f, p, w in (("savedmodel", "savedmodel", []),
-                                      ("onnx", "model.onnx", ["output 'y': inconclusive: outputs constant"]))],
-        "failed": [failure]}))
+    failure = {
+        "format": "tflite",
+        "quantization": "none",
+        "reason": "ConversionFailed",
+        "message": "tflite: the model has a lookup table LiteRT's built-in ops cannot run",
+    }
+    (root / "exports" / "5" / "manifest.json").write_text(
+        json.dumps(
+            {
+                "artifacts": [
+                    {
+                        "format": f,
+                        "path": p,
+                        "bytes": 10,
+                        "sha256": "1" * 64,
+                        "quantization": None,
+                        "notes": [],
+                        "verification": {"maxAbsError": 0.0, "warnings": w},
+                    }
+                    for f, p, w in (
+                        ("savedmodel", "savedmodel", []),
+                        ("onnx", "model.onnx", ["output 'y': inconclusive: outputs constant"]),
+                    )
+                ],
+                "failed": [failure],
+            }
+        )
+    )
     msg = encode(ExportSucceeded(step=5, path="exports/5", manifest="exports/5/manifest.json", failed=[failure]))
     plan = plan_with_exporter(tmp_path, WRITE)
     plan = LocalJob(job=plan.job, settings=plan.settings, exporter=(*plan.exporter, msg, "0"))
     out = run_export(plan, Events(), poll=0.05)
     assert out.ok and "not exported: tflite" in out.message
     rows = artifact_rows(out)
-    assert [(r[0], r[1]) for r in rows] == [("savedmodel", "verified"), ("onnx", "verified (see notes)"),
-                                            ("tflite", "NOT EXPORTED")]
-    assert notes_lines(out) == ["tflite: not exported: tflite: the model has a lookup table LiteRT's built-in ops cannot run",
-                                "onnx: output 'y': inconclusive: outputs constant"]
+    assert [(r[0], r[1]) for r in rows] == [
+        ("savedmodel", "verified"),
+        ("onnx", "verified (see notes)"),
+        ("tflite", "NOT EXPORTED"),
+    ]
+    assert notes_lines(out) == [
+        "tflite: not exported: tflite: the model has a lookup table LiteRT's built-in ops cannot run",
+        "onnx: output 'y': inconclusive: outputs constant",
+    ]
 
 
 def test_a_required_format_that_failed_fails_the_run_and_shows_what_was_published(tmp_path):
     root = tmp_path / "default" / "ex"
     (root / "exports" / "5").mkdir(parents=True)
-    failure = {"format": "savedmodel", "reason": "VerificationFailed", "message": "savedmodel: output 'y': max abs error 1"}
-    (root / "exports" / "5" / "manifest.json").write_text(json.dumps({
-        "artifacts": [{"format": "onnx", "path": "model.onnx", "bytes": 10, "sha256": "1" * 64, "verification": {}}],
-        "failed": [failure]}))
-    msg = encode(ExportFailed(reason="VerificationFailed", message="required format(s) savedmodel failed: ...", step=5,
-                              path="exports/5", manifest="exports/5/manifest.json", failed=[failure]))
+    failure = {
+        "format": "savedmodel",
+        "reason": "VerificationFailed",
+        "message": "savedmodel: output 'y': max abs error 1",
+    }
+    (root / "exports" / "5" / "manifest.json").write_text(
+        json.dumps(
+            {
+                "artifacts": [
+                    {"format": "onnx", "path": "model.onnx", "bytes": 10, "sha256": "1" * 64, "verification": {}}
+                ],
+                "failed": [failure],
+            }
+        )
+    )
+    msg = encode(
+        ExportFailed(
+            reason="VerificationFailed",
+            message="required format(s) savedmodel failed: ...",
+            step=5,
+            path="exports/5",
+            manifest="exports/5/manifest.json",
+            failed=[failure],
+        )
+    )
     plan = plan_with_exporter(tmp_path, WRITE, backoff=3)
     plan = LocalJob(job=plan.job, settings=plan.settings, exporter=(*plan.exporter, msg, "7"))
     ev = Events()
@@ -145,8 +211,14 @@ def test_a_required_format_that_failed_fails_the_run_and_shows_what_was_publishe
 
 
 def test_missing_format_fails(tmp_path):
-    partial = encode(ExportSucceeded(step=5, path="exports/5", manifest="exports/5/manifest.json", artifacts=[
-        ArtifactResult(format="savedmodel", path="exports/5/savedmodel", bytes=1, sha256="0" * 64)]))
+    partial = encode(
+        ExportSucceeded(
+            step=5,
+            path="exports/5",
+            manifest="exports/5/manifest.json",
+            artifacts=[ArtifactResult(format="savedmodel", path="exports/5/savedmodel", bytes=1, sha256="0" * 64)],
+        )
+    )
     plan = plan_with_exporter(tmp_path, WRITE)
     plan = LocalJob(job=plan.job, settings=plan.settings, exporter=(*plan.exporter, partial, "0"))
     out = run_export(plan, Events(), poll=0.05)
@@ -154,8 +226,16 @@ def test_missing_format_fails(tmp_path):
 
 
 def test_status_parsing_and_plain_display():
-    s = Status.from_json({"step": 120, "loss": 0.5, "steps_per_second": 12.5, "state": "running",
-                          "checkpoint": {"step": 100, "path": "/x/ckpt-100", "time": "t"}, "message": "resumed from checkpoint step 100"})
+    s = Status.from_json(
+        {
+            "step": 120,
+            "loss": 0.5,
+            "steps_per_second": 12.5,
+            "state": "running",
+            "checkpoint": {"step": 100, "path": "/x/ckpt-100", "time": "t"},
+            "message": "resumed from checkpoint step 100",
+        }
+    )
     assert (s.step, s.loss, s.checkpoint_step, s.message) == (120, 0.5, 100, "resumed from checkpoint step 100")
     assert Status.from_json({"step": "x", "checkpoint": None}) == Status()
     buf = io.StringIO()
@@ -179,10 +259,10 @@ def test_fetch_status_survives_bad_answers():
     from tfps_operator.local.progress import fetch_status
 
     answers = [
-        b"HTTP/1.0 200 OK\r\nContent-Length: 547\r\n\r\n{\"step\": 1",  # cut off (IncompleteRead)
+        b'HTTP/1.0 200 OK\r\nContent-Length: 547\r\n\r\n{"step": 1',  # cut off (IncompleteRead)
         b"HTTP/1.0 200 OK\r\n\r\nnot json",
         b"garbage",
-        b"HTTP/1.0 200 OK\r\n\r\n{\"step\": 7, \"loss\": 0.25}",
+        b'HTTP/1.0 200 OK\r\n\r\n{"step": 7, "loss": 0.25}',
     ]
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))

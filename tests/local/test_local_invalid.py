@@ -32,8 +32,10 @@ def _args(file: Path, workdir: Path, steps: int | None = None) -> argparse.Names
 @pytest.fixture
 def no_process_started(monkeypatch):
     """Fail the test if `tfps run` tries to start any child process."""
+
     def forbidden(self):
         raise AssertionError(f"process {self.name} started on invalid input")
+
     monkeypatch.setattr(Child, "start", forbidden)
 
 
@@ -41,15 +43,33 @@ def no_process_started(monkeypatch):
     ("mutate", "field"),
     [
         (lambda s: s.replace("steps: 20", "steps: 0"), "spec.training.steps"),
-        (lambda s: s.replace("    steps: 20", "    steps: 20\n  replicas:\n    ps:\n      replicas: -1"), "spec.replicas.ps.replicas"),
+        (
+            lambda s: s.replace("    steps: 20", "    steps: 20\n  replicas:\n    ps:\n      replicas: -1"),
+            "spec.replicas.ps.replicas",
+        ),
         (lambda s: s.replace("  model:\n    module: tfps_trainer.examples.linear\n", ""), "spec.model"),
         (lambda s: s.replace("  training:", "  trainng:\n    steps: 1\n  training:"), "spec.trainng"),
         (lambda s: s.replace("module: tfps_trainer.examples.linear", "module: 'not a module'"), "spec.model.module"),
-        (lambda s: s.replace("    steps: 20", "    steps: 20\n  export:\n    formats: [savedmodel, pickle]"), "spec.export.formats"),
-        (lambda s: s.replace("    steps: 20", "    steps: 20\n  replicas:\n    ps:\n      replicas: 0"), "spec.replicas.ps.replicas"),
+        (
+            lambda s: s.replace("    steps: 20", "    steps: 20\n  export:\n    formats: [savedmodel, pickle]"),
+            "spec.export.formats",
+        ),
+        (
+            lambda s: s.replace("    steps: 20", "    steps: 20\n  replicas:\n    ps:\n      replicas: 0"),
+            "spec.replicas.ps.replicas",
+        ),
         (lambda s: s.replace("    steps: 20", "    steps: '20'"), "spec.training.steps"),
     ],
-    ids=["steps-zero", "ps-negative", "model-missing", "unknown-field", "bad-module-name", "bad-format", "no-ps", "steps-string"],
+    ids=[
+        "steps-zero",
+        "ps-negative",
+        "model-missing",
+        "unknown-field",
+        "bad-module-name",
+        "bad-format",
+        "no-ps",
+        "steps-string",
+    ],
 )
 def test_invalid_job_names_field_and_starts_nothing(tmp_path, capsys, no_process_started, mutate, field):
     job = tmp_path / "job.yaml"
@@ -96,9 +116,18 @@ def test_cli_entry_point_reports_field(tmp_path):
     job.write_text(VALID.replace("steps: 20", "steps: -5"))
     workdir = tmp_path / "work"
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from tfps_operator.cli import main; sys.exit(main())",
-         "run", str(job), "--workdir", str(workdir)],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            "import sys; from tfps_operator.cli import main; sys.exit(main())",
+            "run",
+            str(job),
+            "--workdir",
+            str(workdir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2, proc.stderr
     assert "spec.training.steps" in proc.stderr

@@ -15,8 +15,13 @@ from tfps_operator.local.procs import Child, stop_all
 
 
 def _child(tmp_path: Path, name: str, code: str) -> Child:
-    return Child(name=name, argv=[sys.executable, "-c", textwrap.dedent(code)], env=dict(os.environ),
-                 log_path=tmp_path / f"{name}.log", termination_log=tmp_path / f"{name}.term")
+    return Child(
+        name=name,
+        argv=[sys.executable, "-c", textwrap.dedent(code)],
+        env=dict(os.environ),
+        log_path=tmp_path / f"{name}.log",
+        termination_log=tmp_path / f"{name}.term",
+    )
 
 
 def _wait(child: Child, timeout: float = 20) -> int:
@@ -47,12 +52,16 @@ def _wait_dead(pids, timeout: float = 10) -> list[int]:
 
 
 def test_exit_code_reason_and_tail_of_latest_start(tmp_path):
-    c = _child(tmp_path, "worker-0", """
+    c = _child(
+        tmp_path,
+        "worker-0",
+        """
         import os, sys
         print("first start line")
         open(os.environ["TERM_LOG"], "w").write("boom: bad things\\n")
         sys.exit(3)
-    """)
+    """,
+    )
     c.env["TERM_LOG"] = str(c.termination_log)
     c.start()
     assert _wait(c) == 3
@@ -74,15 +83,20 @@ def test_killed_by_signal_reports_128_plus_n(tmp_path):
 
 
 def test_stop_all_kills_group_and_stubborn_children(tmp_path):
-    stubborn = _child(tmp_path, "stubborn", """
+    stubborn = _child(
+        tmp_path,
+        "stubborn",
+        """
         import signal, subprocess, sys, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         sub = subprocess.Popen([sys.executable, "-c", "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"])
         print(sub.pid, flush=True)
         time.sleep(60)
-    """)
+    """,
+    )
     polite = _child(tmp_path, "polite", "import time; time.sleep(60)")
-    stubborn.start(); polite.start()
+    stubborn.start()
+    polite.start()
     end = time.monotonic() + 20
     while not stubborn.tail().strip().splitlines()[-1:] or not stubborn.tail().strip().splitlines()[-1].isdigit():
         assert time.monotonic() < end
@@ -99,7 +113,10 @@ def test_stop_all_kills_group_and_stubborn_children(tmp_path):
 def test_children_die_with_a_sigkilled_runner(tmp_path):
     """Even `kill -9` of the runner leaves no orphan (PR_SET_PDEATHSIG)."""
     runner = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import os, sys, time
             from pathlib import Path
             from tfps_operator.local.procs import Child
@@ -109,8 +126,10 @@ def test_children_die_with_a_sigkilled_runner(tmp_path):
             for k in kids: k.start()
             print(" ".join(str(k.pid) for k in kids), flush=True)
             time.sleep(120)
-        """)],
-        stdout=subprocess.PIPE, text=True,
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     pids = [int(p) for p in runner.stdout.readline().split()]
     assert len(pids) == 3 and all(_alive(p) for p in pids)
@@ -123,10 +142,11 @@ def test_ports():
     ports = free_ports(5)
     assert len(set(ports)) == 5
     span = listener_range()
-    if span is not None:   # Linux: below the ephemeral range, where no outgoing connection takes a port
+    if span is not None:  # Linux: below the ephemeral range, where no outgoing connection takes a port
         assert all(span[0] <= p <= span[1] for p in ports), (span, ports)
     assert all(is_free(p) for p in ports)
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", ports[0]))
         s.listen()
@@ -134,7 +154,9 @@ def test_ports():
     assert looks_like_port_in_use("E0000 ... bind: Address already in use")
     assert looks_like_port_in_use("OSError: [Errno 98] Address already in use")
     # TensorFlow 2.21's tf.distribute.Server on a taken port (seen with a real trainer):
-    assert looks_like_port_in_use("add_port.cc:83] Failed to add port to server: No address added out of total 1 resolved")
+    assert looks_like_port_in_use(
+        "add_port.cc:83] Failed to add port to server: No address added out of total 1 resolved"
+    )
     assert looks_like_port_in_use("tfps-trainer ps/0: internal error: UnknownError: Could not start gRPC server")
     assert not looks_like_port_in_use("ValueError: loss is NaN")
 
@@ -144,5 +166,5 @@ def test_listener_range_sits_below_the_ephemeral_range(tmp_path):
     f.write_text("32768\t60999\n")
     assert listener_range(f) == (16384, 32767)
     f.write_text("1500 2000\n")
-    assert listener_range(f) is None          # no room below: free_ports falls back to the kernel's choice
+    assert listener_range(f) is None  # no room below: free_ports falls back to the kernel's choice
     assert listener_range(tmp_path / "missing") is None

@@ -24,24 +24,41 @@ SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 
 def tfps_run(job: Path, work: Path, *extra: str, timeout: float = 540) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-c", "import sys; from tfps_operator.cli import main; sys.exit(main())",
-            "run", str(job), "--workdir", str(work), *extra]
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys; from tfps_operator.cli import main; sys.exit(main())",
+        "run",
+        str(job),
+        "--workdir",
+        str(work),
+        *extra,
+    ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
 def script_job(tmp: Path, name: str, command: list[str], **spec: object) -> Path:
-    doc = {"apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob", "metadata": {"name": name},
-           "spec": {"model": {"command": command},
-                    "replicas": {"chief": {"replicas": 1}, "ps": {"replicas": 1}, "worker": {"replicas": 1}},
-                    **spec}}
+    doc = {
+        "apiVersion": "tfps.dev/v1alpha1",
+        "kind": "PSTrainingJob",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"command": command},
+            "replicas": {"chief": {"replicas": 1}, "ps": {"replicas": 1}, "worker": {"replicas": 1}},
+            **spec,
+        },
+    }
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
 
 
 def checkpoint_steps(stdout: str) -> list[int]:
-    return [int(line.split("checkpoint at step ", 1)[1].split(":", 1)[0])
-            for line in stdout.splitlines() if "checkpoint at step " in line]
+    return [
+        int(line.split("checkpoint at step ", 1)[1].split(":", 1)[0])
+        for line in stdout.splitlines()
+        if "checkpoint at step " in line
+    ]
 
 
 def test_seed_program_runs_unchanged_checkpoints_are_followed_and_its_model_exported(tmp_path: Path) -> None:
@@ -58,14 +75,20 @@ def test_seed_program_runs_unchanged_checkpoints_are_followed_and_its_model_expo
     assert manifest["samples"]["origin"] == "synthetic"
     assert sorted(a["format"] for a in manifest["artifacts"]) == ["onnx", "savedmodel", "tflite"]
     assert all(a["verification"]["passed"] for a in manifest["artifacts"]), manifest["artifacts"]
-    assert list((root / "tensorboard").rglob("events.out.tfevents.*")), "the program's TensorBoard callback wrote nothing"
+    assert list((root / "tensorboard").rglob("events.out.tfevents.*")), (
+        "the program's TensorBoard callback wrote nothing"
+    )
     for line in ("savedmodel  verified", "tflite      verified", "onnx        verified"):
         assert line in res.stdout
 
 
 def test_progress_reports_and_step_read_from_the_checkpoint_not_its_name(tmp_path: Path) -> None:
-    job = script_job(tmp_path, "keras3", ["python", str(SCRIPTS / "keras3_report.py")],
-                     export={"formats": ["savedmodel", "keras", "onnx"]})
+    job = script_job(
+        tmp_path,
+        "keras3",
+        ["python", str(SCRIPTS / "keras3_report.py")],
+        export={"formats": ["savedmodel", "keras", "onnx"]},
+    )
     res = tfps_run(job, tmp_path / "work")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     # 256 examples / batch 32 = 8 optimizer steps per epoch; the checkpoints are named ckpt-1..3
@@ -82,7 +105,9 @@ def test_progress_reports_and_step_read_from_the_checkpoint_not_its_name(tmp_pat
 
 def test_program_that_exits_2_at_once_fails_with_its_own_reason(tmp_path: Path) -> None:
     script = tmp_path / "bad.py"
-    script.write_text("import sys\nprint('train.py: error: unrecognized arguments: --epoch', flush=True)\nsys.exit(2)\n")
+    script.write_text(
+        "import sys\nprint('train.py: error: unrecognized arguments: --epoch', flush=True)\nsys.exit(2)\n"
+    )
     job = script_job(tmp_path, "exits2", ["python", str(script)], runPolicy={"backoffLimit": 0})
     res = tfps_run(job, tmp_path / "work", timeout=240)
     assert res.returncode == 1, res.stdout + res.stderr

@@ -12,32 +12,42 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from tfps_operator.api.models import PSTrainingJob
-from tfps_operator.manifests.jobsettings import job_settings
 from tfps_operator.local import supervisor as sup
 from tfps_operator.local.progress import Status
 from tfps_operator.local.supervisor import LocalJob, Supervisor, Task
+from tfps_operator.manifests.jobsettings import job_settings
 
 FAKE = (sys.executable, str(Path(__file__).with_name("fake_trainer.py")))
 
 
-def make_job(steps: int = 40, workers: int = 2, evaluator: int = 0, backoff: int = 3,
-             worker_policy: str = "OnFailure", deadline: int | None = None) -> PSTrainingJob:
-    return PSTrainingJob.model_validate({
-        "metadata": {"name": "fake", "namespace": "ns"},
-        "spec": {
-            "model": {"module": "tfps_trainer.examples.linear"},
-            "replicas": {"worker": {"replicas": workers, "restartPolicy": worker_policy},
-                         "evaluator": {"replicas": evaluator}},
-            "training": {"steps": steps, "checkpoint": {"everySteps": 10}},
-            "runPolicy": {"backoffLimit": backoff, "activeDeadlineSeconds": deadline},
-        },
-    })
+def make_job(
+    steps: int = 40,
+    workers: int = 2,
+    evaluator: int = 0,
+    backoff: int = 3,
+    worker_policy: str = "OnFailure",
+    deadline: int | None = None,
+) -> PSTrainingJob:
+    return PSTrainingJob.model_validate(
+        {
+            "metadata": {"name": "fake", "namespace": "ns"},
+            "spec": {
+                "model": {"module": "tfps_trainer.examples.linear"},
+                "replicas": {
+                    "worker": {"replicas": workers, "restartPolicy": worker_policy},
+                    "evaluator": {"replicas": evaluator},
+                },
+                "training": {"steps": steps, "checkpoint": {"everySteps": 10}},
+                "runPolicy": {"backoffLimit": backoff, "activeDeadlineSeconds": deadline},
+            },
+        }
+    )
 
 
 class Recorder:
@@ -61,7 +71,9 @@ class Recorder:
         pass
 
 
-def run(tmp_path: Path, job: PSTrainingJob, display: Recorder, env: dict[str, str] | None = None) -> tuple[Supervisor, sup.Outcome]:
+def run(
+    tmp_path: Path, job: PSTrainingJob, display: Recorder, env: dict[str, str] | None = None
+) -> tuple[Supervisor, sup.Outcome]:
     plan = LocalJob(job=job, settings=job_settings(job, mount_path=str(tmp_path)), trainer=FAKE)
     s = Supervisor(plan, display, poll_interval=0.1, grace=3, port_race_settle=1.0)
     old = dict(os.environ)
@@ -86,7 +98,13 @@ def test_happy_path_tf_config_and_progress(tmp_path):
     assert out.status is not None and out.status.checkpoint_step is not None
     root = tmp_path / "ns" / "fake"
     assert (root / "checkpoints" / "fake-step").read_text() == "30"
-    assert {p.name for p in (root / "logs").glob("*.log")} == {"ps-0.log", "worker-0.log", "worker-1.log", "evaluator-0.log", "chief-0.log"}
+    assert {p.name for p in (root / "logs").glob("*.log")} == {
+        "ps-0.log",
+        "worker-0.log",
+        "worker-1.log",
+        "evaluator-0.log",
+        "chief-0.log",
+    }
     # TF_CONFIG comes from the shared builder, on loopback ports
     cfg = json.loads(s.children[Task("worker", 1)].env["TF_CONFIG"])
     assert cfg["task"] == {"type": "worker", "index": 1}
@@ -147,7 +165,9 @@ def test_backoff_limit_exceeded_shows_reason_and_log_tail(tmp_path):
 
 def test_restart_policy_never_fails_the_job(tmp_path):
     rec = Recorder()
-    _, out = run(tmp_path, make_job(worker_policy="Never"), rec, env={"FAKE_FAIL_ROLE": "worker", "FAKE_FAIL_CODE": "1"})
+    _, out = run(
+        tmp_path, make_job(worker_policy="Never"), rec, env={"FAKE_FAIL_ROLE": "worker", "FAKE_FAIL_CODE": "1"}
+    )
     assert not out.ok and out.restarts == 0
     assert "restartPolicy is Never" in out.message
 
@@ -157,7 +177,9 @@ def test_a_permanent_exit_code_fails_at_once_under_on_failure(tmp_path):
     rec = Recorder()
     s, out = run(tmp_path, make_job(backoff=3), rec, env={"FAKE_FAIL_ROLE": "chief", "FAKE_FAIL_CODE": "3"})
     assert not out.ok and out.restarts == 0, out.message
-    assert out.message.startswith("InvalidModel: chief failed (exit code 3 (InvalidModel, permanent)); a permanent error")
+    assert out.message.startswith(
+        "InvalidModel: chief failed (exit code 3 (InvalidModel, permanent)); a permanent error"
+    )
     assert s.children[Task("chief", 0)].starts == 1
 
 
@@ -220,7 +242,9 @@ def test_sigterm_stops_every_process_and_rerun_resumes(tmp_path):
         assert time.monotonic() < end and runner.poll() is None, runner.communicate()
         time.sleep(0.1)
     # every child of the runner, by pid (they are session leaders: one process group each)
-    kids = [int(p) for p in subprocess.run(["pgrep", "-P", str(runner.pid)], capture_output=True, text=True).stdout.split()]
+    kids = [
+        int(p) for p in subprocess.run(["pgrep", "-P", str(runner.pid)], capture_output=True, text=True).stdout.split()
+    ]
     assert len(kids) == 4
     runner.send_signal(signal.SIGTERM)
     out, err = runner.communicate(timeout=60)

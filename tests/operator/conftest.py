@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from operator_harness import Cluster, OperatorProcess  # noqa: E402
+from operator_harness import Cluster, OperatorProcess
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +28,7 @@ def _with_bound_claim(k8s: Any, namespace: str, wait_until: Callable[..., Any]) 
     yield c
     try:
         c.core.delete_persistent_volume(f"{namespace}-data")
-    except Exception:  # noqa: BLE001 - best effort, cluster-scoped leftovers are only noise
+    except Exception:
         pass
 
 
@@ -37,16 +38,23 @@ def kube(k8s: Any, namespace: str, wait_until: Callable[..., Any], crd_installed
 
 
 @pytest.fixture
-def restricted_kube(make_namespace: Callable[..., str], k8s: Any, wait_until: Callable[..., Any],
-                    crd_installed: None) -> Iterator[Cluster]:
+def restricted_kube(
+    make_namespace: Callable[..., str], k8s: Any, wait_until: Callable[..., Any], crd_installed: None
+) -> Iterator[Cluster]:
     """A namespace that enforces PodSecurity ``restricted``, with a bound claim ``data``."""
-    ns = make_namespace(labels={"pod-security.kubernetes.io/enforce": "restricted",
-                                "pod-security.kubernetes.io/enforce-version": "latest"})
+    ns = make_namespace(
+        labels={
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/enforce-version": "latest",
+        }
+    )
     yield from _with_bound_claim(k8s, ns, wait_until)
 
 
 @pytest.fixture
-def start_operator(kubeconfig: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., OperatorProcess]]:
+def start_operator(
+    kubeconfig: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., OperatorProcess]]:
     """``start_operator(namespace, **kw)``: a running operator; stopped (and its log shown on failure) at teardown."""
     procs: list[OperatorProcess] = []
 
@@ -73,4 +81,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
     outcome = yield
     rep = outcome.get_result()
     setattr(item, f"rep_{rep.when}", rep)
-

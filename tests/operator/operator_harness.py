@@ -14,8 +14,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -33,26 +34,34 @@ def free_port() -> int:
 class OperatorProcess:
     """``tfps operator --namespace NS`` as a subprocess, health and metrics on loopback."""
 
-    def __init__(self, kubeconfig: str, namespaces: list[str], log_path: Path, extra_env: dict[str, str] | None = None,
-                 extra_args: list[str] | None = None):
+    def __init__(
+        self,
+        kubeconfig: str,
+        namespaces: list[str],
+        log_path: Path,
+        extra_env: dict[str, str] | None = None,
+        extra_args: list[str] | None = None,
+    ):
         self.kubeconfig, self.namespaces, self.log_path = kubeconfig, namespaces, log_path
         self.extra_env, self.extra_args = extra_env or {}, extra_args or []
         self.proc: subprocess.Popen[bytes] | None = None
         self.health_port = self.metrics_port = 0
 
-    def start(self, timeout: float = 60) -> "OperatorProcess":
+    def start(self, timeout: float = 60) -> OperatorProcess:
         self.health_port, self.metrics_port = free_port(), free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("TFPS_") and k != "KUBERNETES_SERVICE_HOST"}
-        env.update({
-            "KUBECONFIG": self.kubeconfig,
-            "TFPS_BIND_ADDRESS": "127.0.0.1",
-            "TFPS_HEALTH_PORT": str(self.health_port),
-            "TFPS_METRICS_PORT": str(self.metrics_port),
-            "TFPS_RESYNC_SECONDS": "10",
-            "TFPS_RETRY_BASE_SECONDS": "0.5",
-            "TFPS_RETRY_MAX_SECONDS": "2",
-            **self.extra_env,
-        })
+        env.update(
+            {
+                "KUBECONFIG": self.kubeconfig,
+                "TFPS_BIND_ADDRESS": "127.0.0.1",
+                "TFPS_HEALTH_PORT": str(self.health_port),
+                "TFPS_METRICS_PORT": str(self.metrics_port),
+                "TFPS_RESYNC_SECONDS": "10",
+                "TFPS_RETRY_BASE_SECONDS": "0.5",
+                "TFPS_RETRY_MAX_SECONDS": "2",
+                **self.extra_env,
+            }
+        )
         args = [str(TFPS), "operator", "--kubeconfig", self.kubeconfig, "--verbose", *self.extra_args]
         for ns in self.namespaces:
             args += ["--namespace", ns]
@@ -140,8 +149,12 @@ class Cluster:
         return next((c for c in self.status(name).get("conditions", []) if c["type"] == type_), None)
 
     def wait_phase(self, name: str, phase: str, timeout: float = 30) -> dict[str, Any]:
-        return self.wait_until(lambda: (s := self.status(name)).get("phase") == phase and s, timeout=timeout,
-                               interval=0.2, what=f"{name} phase {phase} (status: {self.status(name)})")
+        return self.wait_until(
+            lambda: (s := self.status(name)).get("phase") == phase and s,
+            timeout=timeout,
+            interval=0.2,
+            what=f"{name} phase {phase} (status: {self.status(name)})",
+        )
 
     # --- pods ---
     def pods(self, selector: str = "") -> dict[str, dict[str, Any]]:
@@ -155,24 +168,47 @@ class Cluster:
         def ok() -> Any:
             pods = self.trainer_pods(job)
             live = {n: p for n, p in pods.items() if not p["metadata"].get("deletionTimestamp")}
-            return live if sorted(live) == sorted(names) and all(
-                p["status"].get("phase") == "Running" for p in live.values()) else None
-        return self.wait_until(ok, timeout=timeout, interval=0.2,
-                               what=f"pods {names} Running (have {sorted(self.trainer_pods(job))})")
+            return (
+                live
+                if sorted(live) == sorted(names) and all(p["status"].get("phase") == "Running" for p in live.values())
+                else None
+            )
+
+        return self.wait_until(
+            ok, timeout=timeout, interval=0.2, what=f"pods {names} Running (have {sorted(self.trainer_pods(job))})"
+        )
 
     def finish_pod(self, name: str, phase: str, exit_code: int, message: str = "", reason: str = "") -> None:
         """Play kubelet: the container ended with ``exit_code`` and wrote ``message`` to its termination log."""
         pod = self.core.read_namespaced_pod(name, self.ns)
         container = pod.spec.containers[0]
-        term = {"exitCode": exit_code, "reason": reason or ("Completed" if exit_code == 0 else "Error"),
-                "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:05Z"}
+        term = {
+            "exitCode": exit_code,
+            "reason": reason or ("Completed" if exit_code == 0 else "Error"),
+            "startedAt": "2026-01-01T00:00:00Z",
+            "finishedAt": "2026-01-01T00:00:05Z",
+        }
         if message:
             term["message"] = message
-        self.core.patch_namespaced_pod_status(name, self.ns, {"status": {
-            "phase": phase,
-            "containerStatuses": [{"name": container.name, "image": container.image, "imageID": "", "ready": False,
-                                   "restartCount": 0, "state": {"terminated": term}}],
-        }})
+        self.core.patch_namespaced_pod_status(
+            name,
+            self.ns,
+            {
+                "status": {
+                    "phase": phase,
+                    "containerStatuses": [
+                        {
+                            "name": container.name,
+                            "image": container.image,
+                            "imageID": "",
+                            "ready": False,
+                            "restartCount": 0,
+                            "state": {"terminated": term},
+                        }
+                    ],
+                }
+            },
+        )
 
     def events(self, name: str) -> list[dict[str, Any]]:
         items = self.core.list_namespaced_event(self.ns, field_selector=f"involvedObject.name={name}").items
@@ -184,23 +220,52 @@ class Cluster:
     def bound_claim(self, name: str = "data") -> str:
         """A PVC bound to a static hostPath PV (no provisioner in hack/cluster); the PV is cluster-scoped."""
         pv = f"{self.ns}-{name}"
-        self.core.create_persistent_volume({
-            "metadata": {"name": pv, "labels": {"tfps.dev/test": "true"}},
-            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "manual",
-                     "persistentVolumeReclaimPolicy": "Delete", "hostPath": {"path": f"/tmp/{pv}"},
-                     "claimRef": {"namespace": self.ns, "name": name}}})
-        self.core.create_namespaced_persistent_volume_claim(self.ns, {
-            "metadata": {"name": name},
-            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "manual", "volumeName": pv,
-                     "resources": {"requests": {"storage": "1Gi"}}}})
-        self.wait_until(lambda: self.core.read_namespaced_persistent_volume_claim(name, self.ns).status.phase == "Bound",
-                        timeout=30, interval=0.2, what=f"PVC {name} Bound")
+        self.core.create_persistent_volume(
+            {
+                "metadata": {"name": pv, "labels": {"tfps.dev/test": "true"}},
+                "spec": {
+                    "capacity": {"storage": "1Gi"},
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": "manual",
+                    "persistentVolumeReclaimPolicy": "Delete",
+                    "hostPath": {"path": f"/tmp/{pv}"},
+                    "claimRef": {"namespace": self.ns, "name": name},
+                },
+            }
+        )
+        self.core.create_namespaced_persistent_volume_claim(
+            self.ns,
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": "manual",
+                    "volumeName": pv,
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            },
+        )
+        self.wait_until(
+            lambda: self.core.read_namespaced_persistent_volume_claim(name, self.ns).status.phase == "Bound",
+            timeout=30,
+            interval=0.2,
+            what=f"PVC {name} Bound",
+        )
         return name
 
 
-def job_body(name: str, *, ps: int = 1, workers: int = 2, claim: str = "data", export: bool = False,
-             run_policy: dict[str, Any] | None = None, chief_template: dict[str, Any] | None = None,
-             export_spec: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+def job_body(
+    name: str,
+    *,
+    ps: int = 1,
+    workers: int = 2,
+    claim: str = "data",
+    export: bool = False,
+    run_policy: dict[str, Any] | None = None,
+    chief_template: dict[str, Any] | None = None,
+    export_spec: dict[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
     chief: dict[str, Any] = {"replicas": 1}
     if chief_template:
         chief["template"] = chief_template

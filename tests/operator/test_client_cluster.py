@@ -11,11 +11,21 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from operator_harness import job_body
+
 from tfps_operator.cli import main as tfps
-from tfps_operator.client import (AlreadyExists, ApiError, InvalidJob, JobFailed, LogsUnavailable, NoExports, NotFound,
-                                  TFPSClient, WaitTimeout, build_job)
+from tfps_operator.client import (
+    AlreadyExists,
+    ApiError,
+    InvalidJob,
+    JobFailed,
+    LogsUnavailable,
+    NoExports,
+    NotFound,
+    TFPSClient,
+    WaitTimeout,
+    build_job,
+)
 from tfps_trainer.export.result import ArtifactResult, ExportSucceeded, FormatFailure, encode
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
@@ -32,10 +42,12 @@ def client(kubeconfig, kube) -> TFPSClient:
 @pytest.fixture
 def cli(kubeconfig, kube, capsys):
     """``cli(*args) -> (exit code, stdout, stderr)`` of ``tfps`` in this process, on the test's namespace."""
+
     def run(*args: str, namespace: str | None = None):
         code = tfps([*args, "--kubeconfig", kubeconfig, "-n", namespace or kube.ns])
         out = capsys.readouterr()
         return code, out.out, out.err
+
     return run
 
 
@@ -47,7 +59,9 @@ def test_submit_validates_client_side_and_creates_nothing_when_invalid(client, k
     bad = _spec()
     bad["replicas"]["ps"]["replicas"] = 0
     with pytest.raises(InvalidJob) as e:
-        client.submit({"apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob", "metadata": {"name": "j"}, "spec": bad})
+        client.submit(
+            {"apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob", "metadata": {"name": "j"}, "spec": bad}
+        )
     assert str(e.value) == "spec.replicas.ps.replicas: must be ≥ 1: a job needs a parameter server"
     assert e.value.source == "client-side validation"
     assert client.list() == []
@@ -85,7 +99,9 @@ def test_submit_get_wait_and_the_cli_tables(client, kube, operator, cli):
     assert code == 0
     for text in ("Phase:       Running", "Conditions:", "Children:", "Events:"):
         assert text in out, out
-    assert re.search(r"^Pod\s+j-chief-0\s+Running$", out, re.M) and re.search(r"^Service\s+j\s+headless$", out, re.M), out
+    assert re.search(r"^Pod\s+j-chief-0\s+Running$", out, re.M) and re.search(r"^Service\s+j\s+headless$", out, re.M), (
+        out
+    )
     assert re.search(r"^Running\s+True\s", out, re.M), out  # the Running condition
     # the operator's per-job series, as the chart's dashboard queries them
     ids = f'job_namespace="{kube.ns}",phase="Running",pstrainingjob="j"'
@@ -95,8 +111,9 @@ def test_submit_get_wait_and_the_cli_tables(client, kube, operator, cli):
     assert {("Pod", p) for p in TRAINERS} | {("Service", "j")} <= kids
 
 
-def test_unknown_job_wrong_namespace_and_timeout_have_clear_messages_and_exit_codes(client, kube, operator, cli,
-                                                                                     make_namespace, kubeconfig):
+def test_unknown_job_wrong_namespace_and_timeout_have_clear_messages_and_exit_codes(
+    client, kube, operator, cli, make_namespace, kubeconfig
+):
     with pytest.raises(NotFound) as e:
         client.get("nope")
     assert f'pstrainingjob "nope" in namespace "{kube.ns}"' in str(e.value)
@@ -111,8 +128,12 @@ def test_unknown_job_wrong_namespace_and_timeout_have_clear_messages_and_exit_co
     with pytest.raises(WaitTimeout):
         client.wait("j", condition="Stalled", timeout=1)
     # the installed entry point exits with the same code
-    proc = subprocess.run([str(Path(sys.executable).with_name("tfps")), "get", "nope", "--kubeconfig", kubeconfig,
-                           "-n", kube.ns], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("tfps")), "get", "nope", "--kubeconfig", kubeconfig, "-n", kube.ns],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 3 and "not found" in proc.stderr
 
 
@@ -141,8 +162,11 @@ def test_suspend_resume_events_and_delete(client, kube, operator):
     client.resume("j")
     kube.wait_pods_running("j", TRAINERS)
     client.wait("j", phase="Running", timeout=30)
-    kube.wait_until(lambda: {"JobSuspended", "JobResumed"} <= {e.reason for e in client.events("j")}, timeout=15,
-                    what="suspend/resume events")
+    kube.wait_until(
+        lambda: {"JobSuspended", "JobResumed"} <= {e.reason for e in client.events("j")},
+        timeout=15,
+        what="suspend/resume events",
+    )
     ev = next(e for e in client.events("j") if e.reason == "JobSuspended")
     assert ev.object == "PSTrainingJob/j" and ev.time is not None
     client.delete("j", wait=True, timeout=30)
@@ -169,18 +193,31 @@ def test_logs_say_why_the_api_server_has_none(client, kube, operator, cli):
     assert code == 3 and 'pstrainingjob "nope"' in err
 
 
-
 def _exported(kube, client):
     client.submit(build_job("j", _spec(export=True, chief_template=KWOK_HANDS_OFF)))
     kube.wait_until(lambda: "j-chief-0" in kube.trainer_pods("j"), timeout=20, what="chief created")
     kube.finish_pod("j-chief-0", "Succeeded", 0)
     client.wait("j", phase="Exporting", timeout=30)
     pod = kube.wait_until(lambda: next(iter(kube.pods("job-name=j-export")), None), timeout=20, what="export pod")
-    result = ExportSucceeded(step=10, path="exports/10", manifest="exports/10/manifest.json", artifacts=[
-        ArtifactResult(format="savedmodel", path="exports/10/savedmodel", bytes=51234, sha256="ab" * 32, max_error=0.0),
-        ArtifactResult(format="onnx", path="exports/10/model.onnx", bytes=4096, sha256="cd" * 32, max_error=2e-7)],
-        failed=[FormatFailure(format="tflite", quantization="int8", reason="VerificationFailed",
-                              message="tflite (int8): output 'y': argmax agreement 0.70 < 0.90")])
+    result = ExportSucceeded(
+        step=10,
+        path="exports/10",
+        manifest="exports/10/manifest.json",
+        artifacts=[
+            ArtifactResult(
+                format="savedmodel", path="exports/10/savedmodel", bytes=51234, sha256="ab" * 32, max_error=0.0
+            ),
+            ArtifactResult(format="onnx", path="exports/10/model.onnx", bytes=4096, sha256="cd" * 32, max_error=2e-7),
+        ],
+        failed=[
+            FormatFailure(
+                format="tflite",
+                quantization="int8",
+                reason="VerificationFailed",
+                message="tflite (int8): output 'y': argmax agreement 0.70 < 0.90",
+            )
+        ],
+    )
     kube.finish_pod(pod, "Succeeded", 0, encode(result))
     client.wait("j", phase="Succeeded", timeout=30)
 
@@ -202,9 +239,13 @@ def test_artifacts_table_and_a_download_that_cannot_exec_leaves_no_pod(client, k
     assert code == 0
     assert "export of step 10 at exports/10" in out
     rows = {line.split()[0]: line for line in out.splitlines()[2:]}
-    assert "50.0 KiB" in rows["savedmodel"] and "2e-07" in rows["onnx"] and "FAILED VerificationFailed" in rows["tflite"]
+    assert (
+        "50.0 KiB" in rows["savedmodel"] and "2e-07" in rows["onnx"] and "FAILED VerificationFailed" in rows["tflite"]
+    )
     code, out, _ = cli("artifacts", "j", "--open")
-    assert out.strip().endswith("/tfps/" + f"{kube.ns}/j/exports/10/report.html (on the job's volume; --download DIR --open for a local copy)")
+    assert out.strip().endswith(
+        "/tfps/" + f"{kube.ns}/j/exports/10/report.html (on the job's volume; --download DIR --open for a local copy)"
+    )
     # The reader pod starts (kwok makes it Running) but kwok serves no exec: the API server's answer is
     # the error, and the pod is deleted whatever happened.
     dest = tmp_path / "download"
@@ -217,4 +258,3 @@ def test_artifacts_table_and_a_download_that_cannot_exec_leaves_no_pod(client, k
     code, _, err = cli("artifacts", "j", "--download", str(dest), "--timeout", "30")
     assert code == 1 and "exec in reader pod" in err
     kube.wait_until(lambda: not kube.pods("tfps.dev/artifact-reader=j"), timeout=20, what="reader pod deleted")
-

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from operator_harness import Cluster, job_body
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
@@ -17,16 +16,27 @@ KWOK_HANDS_OFF = {"metadata": {"annotations": {"kwok.x-k8s.io/status": "custom"}
 
 def _children(kube: Cluster, job: str) -> list[str]:
     sel = f"tfps.dev/job-name={job}"
-    return ([f"Pod/{n}" for n in kube.pods(sel)]
-            + [f"Service/{s.metadata.name}" for s in kube.core.list_namespaced_service(kube.ns, label_selector=sel).items]
-            + [f"NetworkPolicy/{p.metadata.name}" for p in kube.net.list_namespaced_network_policy(kube.ns, label_selector=sel).items])
+    return (
+        [f"Pod/{n}" for n in kube.pods(sel)]
+        + [f"Service/{s.metadata.name}" for s in kube.core.list_namespaced_service(kube.ns, label_selector=sel).items]
+        + [
+            f"NetworkPolicy/{p.metadata.name}"
+            for p in kube.net.list_namespaced_network_policy(kube.ns, label_selector=sel).items
+        ]
+    )
 
 
-@pytest.mark.parametrize(("template", "expect"), [
-    ({"tolerations": [{"key": "gpu", "operator": "Sometimes", "effect": "NoSchedule"}]},
-     'spec.tolerations[0].operator: Unsupported value: "Sometimes"'),
-    ({"volumeMounts": [{"name": "ghost", "mountPath": "/ghost"}]}, 'volumeMounts[2].name: Not found: "ghost"'),
-], ids=["toleration-operator", "mount-without-volume"])
+@pytest.mark.parametrize(
+    ("template", "expect"),
+    [
+        (
+            {"tolerations": [{"key": "gpu", "operator": "Sometimes", "effect": "NoSchedule"}]},
+            'spec.tolerations[0].operator: Unsupported value: "Sometimes"',
+        ),
+        ({"volumeMounts": [{"name": "ghost", "mountPath": "/ghost"}]}, 'volumeMounts[2].name: Not found: "ghost"'),
+    ],
+    ids=["toleration-operator", "mount-without-volume"],
+)
 def test_a_template_the_api_server_refuses_fails_the_job_before_any_child_exists(kube, operator, template, expect):
     body = job_body("j")
     body["spec"]["replicas"]["worker"]["template"] = {"spec": template}
@@ -41,11 +51,15 @@ def test_a_template_the_api_server_refuses_fails_the_job_before_any_child_exists
 
 
 def test_privileged_in_a_restricted_namespace_is_refused_by_podsecurity_before_anything_is_created(
-        restricted_kube, start_operator):
+    restricted_kube, start_operator
+):
     kube = restricted_kube
     start_operator(kube.ns)
-    kube.create_job(job_body("j", chief_template={"spec": {"securityContext": {"privileged": True,
-                                                                                "allowPrivilegeEscalation": True}}}))
+    kube.create_job(
+        job_body(
+            "j", chief_template={"spec": {"securityContext": {"privileged": True, "allowPrivilegeEscalation": True}}}
+        )
+    )
     kube.wait_phase("j", "Failed")
     failed = kube.condition("j", "Failed")
     assert failed["reason"] == "InvalidSpec" and "violates PodSecurity" in failed["message"], failed
@@ -57,8 +71,10 @@ def test_a_permanent_exit_code_fails_the_job_at_once_with_the_termination_messag
     kube.create_job(job_body("j", run_policy={"backoffLimit": 3}))
     kube.wait_pods_running("j", TRAINERS)
     kube.wait_phase("j", "Running")
-    message = ('Traceback (most recent call last):\n  File "/app/model.py", line 12, in build_model\n'
-               "KeyError: 'units'\ntfps-trainer chief/0: model module 'model': build_model() raised KeyError: 'units'")
+    message = (
+        'Traceback (most recent call last):\n  File "/app/model.py", line 12, in build_model\n'
+        "KeyError: 'units'\ntfps-trainer chief/0: model module 'model': build_model() raised KeyError: 'units'"
+    )
     kube.finish_pod("j-chief-0", "Failed", 3, message)
     st = kube.wait_phase("j", "Failed", timeout=20)
     failed = kube.condition("j", "Failed")
@@ -73,8 +89,14 @@ def test_the_crash_loop_back_off_survives_an_operator_restart(kube, start_operat
     first = kube.wait_pods_running("j", TRAINERS)["j-worker-1"]["metadata"]["uid"]
     kube.wait_phase("j", "Running")
     kube.finish_pod("j-worker-1", "Failed", 1, "worker OOM")
-    second = kube.wait_until(lambda: (p := kube.wait_pods_running("j", TRAINERS)["j-worker-1"])["metadata"]["uid"] != first
-                             and p["metadata"]["uid"], timeout=30, what="worker-1 recreated")
+    second = kube.wait_until(
+        lambda: (
+            (p := kube.wait_pods_running("j", TRAINERS)["j-worker-1"])["metadata"]["uid"] != first
+            and p["metadata"]["uid"]
+        ),
+        timeout=30,
+        what="worker-1 recreated",
+    )
     rec = kube.status("j")["recreations"]["j-worker-1"]
     assert (rec["total"], rec["recent"]) == (1, 1)
     assert kube.status("j")["replicaStatuses"]["worker"]["recreated"] == 1
@@ -82,8 +104,16 @@ def test_the_crash_loop_back_off_survives_an_operator_restart(kube, start_operat
     kube.finish_pod("j-worker-1", "Failed", 1, "worker OOM again")
     failed_at = time.monotonic()
     start_operator(kube.ns)
-    kube.wait_until(lambda: (p := kube.trainer_pods("j").get("j-worker-1")) and p["metadata"]["uid"] not in (first, second)
-                    and p["status"].get("phase") == "Running", timeout=40, interval=0.5, what="worker-1 recreated again")
+    kube.wait_until(
+        lambda: (
+            (p := kube.trainer_pods("j").get("j-worker-1"))
+            and p["metadata"]["uid"] not in (first, second)
+            and p["status"].get("phase") == "Running"
+        ),
+        timeout=40,
+        interval=0.5,
+        what="worker-1 recreated again",
+    )
     assert time.monotonic() - failed_at >= 8  # 10 s after the first recreation
     assert kube.status("j")["recreations"]["j-worker-1"]["total"] == 2
 
@@ -101,13 +131,40 @@ def test_an_unbound_claim_and_an_image_pull_failure_say_why_the_job_waits(kube, 
     print(f"UnboundClaim reported {waited:.1f}s after the job was created")
 
     kube.create_job(job_body("j", chief_template=KWOK_HANDS_OFF))
-    kube.wait_until(lambda: kube.trainer_pods("j").get("j-chief-0", {}).get("spec", {}).get("nodeName"), timeout=30,
-                    what="chief scheduled")
+    kube.wait_until(
+        lambda: kube.trainer_pods("j").get("j-chief-0", {}).get("spec", {}).get("nodeName"),
+        timeout=30,
+        what="chief scheduled",
+    )
     pod = kube.core.read_namespaced_pod("j-chief-0", kube.ns)
-    kube.core.patch_namespaced_pod_status("j-chief-0", kube.ns, {"status": {"phase": "Pending", "containerStatuses": [{
-        "name": "trainer", "image": pod.spec.containers[0].image, "imageID": "", "ready": False, "restartCount": 0,
-        "state": {"waiting": {"reason": "ImagePullBackOff",
-                              "message": f'Back-off pulling image "{pod.spec.containers[0].image}"'}}}]}})
-    kube.wait_until(lambda: kube.status("j").get("reason") == "ImagePullBackOff", timeout=20, what="reason ImagePullBackOff")
-    assert "j-chief-0 cannot start: ImagePullBackOff: Back-off pulling image" in kube.condition("j", "Waiting")["message"]
+    kube.core.patch_namespaced_pod_status(
+        "j-chief-0",
+        kube.ns,
+        {
+            "status": {
+                "phase": "Pending",
+                "containerStatuses": [
+                    {
+                        "name": "trainer",
+                        "image": pod.spec.containers[0].image,
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {
+                            "waiting": {
+                                "reason": "ImagePullBackOff",
+                                "message": f'Back-off pulling image "{pod.spec.containers[0].image}"',
+                            }
+                        },
+                    }
+                ],
+            }
+        },
+    )
+    kube.wait_until(
+        lambda: kube.status("j").get("reason") == "ImagePullBackOff", timeout=20, what="reason ImagePullBackOff"
+    )
+    assert (
+        "j-chief-0 cannot start: ImagePullBackOff: Back-off pulling image" in kube.condition("j", "Waiting")["message"]
+    )
     kube.wait_until(lambda: "ImagePullBackOff" in kube.event_reasons("j"), timeout=10, what="ImagePullBackOff event")

@@ -10,11 +10,10 @@ alone but not together.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import Any, Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
-
 from operator_harness import Cluster, OperatorProcess, job_body
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -32,28 +31,44 @@ def pool(kube: Cluster) -> Iterator[dict[str, Any]]:
     key = "tfps.dev/test-pool"
     names = [f"{kube.ns}-{i}"[:63] for i in range(NODES)]
     for i, name in enumerate(names):
-        kube.core.create_node({
-            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                         "labels": {"type": "kwok", key: kube.ns, "kubernetes.io/hostname": name}},
-            "spec": {"taints": [{"key": key, "value": kube.ns, "effect": "NoSchedule"}],
-                     "podCIDR": f"127.2.{i + 1}.0/24", "podCIDRs": [f"127.2.{i + 1}.0/24"]},
-            "status": {"allocatable": {"cpu": str(CPU_PER_NODE), "memory": "8Gi", "pods": "20"},
-                       "capacity": {"cpu": str(CPU_PER_NODE), "memory": "8Gi", "pods": "20"}},
-        })
+        kube.core.create_node(
+            {
+                "metadata": {
+                    "name": name,
+                    "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                    "labels": {"type": "kwok", key: kube.ns, "kubernetes.io/hostname": name},
+                },
+                "spec": {
+                    "taints": [{"key": key, "value": kube.ns, "effect": "NoSchedule"}],
+                    "podCIDR": f"127.2.{i + 1}.0/24",
+                    "podCIDRs": [f"127.2.{i + 1}.0/24"],
+                },
+                "status": {
+                    "allocatable": {"cpu": str(CPU_PER_NODE), "memory": "8Gi", "pods": "20"},
+                    "capacity": {"cpu": str(CPU_PER_NODE), "memory": "8Gi", "pods": "20"},
+                },
+            }
+        )
 
     def ready() -> bool:
-        return all(any(c.type == "Ready" and c.status == "True" for c in (kube.core.read_node(n).status.conditions or []))
-                   for n in names)
+        return all(
+            any(c.type == "Ready" and c.status == "True" for c in (kube.core.read_node(n).status.conditions or []))
+            for n in names
+        )
 
     kube.wait_until(ready, timeout=60, interval=0.5, what=f"pool nodes {names} Ready")
-    template = {"spec": {"nodeSelector": {key: kube.ns},
-                         "tolerations": [{"key": key, "operator": "Equal", "value": kube.ns, "effect": "NoSchedule"}],
-                         "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}}
+    template = {
+        "spec": {
+            "nodeSelector": {key: kube.ns},
+            "tolerations": [{"key": key, "operator": "Equal", "value": kube.ns, "effect": "NoSchedule"}],
+            "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}},
+        }
+    }
     yield {"template": template, "nodes": names}
     for name in names:
         try:
             kube.core.delete_node(name)
-        except Exception:  # noqa: BLE001 - best effort
+        except Exception:
             pass
 
 
@@ -76,12 +91,16 @@ def pod_group(kube: Cluster, name: str) -> dict[str, Any] | None:
 
 
 def bound(kube: Cluster, job: str) -> list[str]:
-    return sorted(n for n, p in kube.trainer_pods(job).items()
-                  if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp"))
+    return sorted(
+        n
+        for n, p in kube.trainer_pods(job).items()
+        if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+    )
 
 
 def test_gang_scheduling_runs_one_job_whole_and_binds_nothing_of_the_other_until_it_finishes(
-        kube: Cluster, pool: dict[str, Any], start_operator: Callable[..., OperatorProcess]) -> None:
+    kube: Cluster, pool: dict[str, Any], start_operator: Callable[..., OperatorProcess]
+) -> None:
     gang_env = {"TFPS_GANG_SCHEDULER_NAME": GANG_SCHEDULER}
     op = start_operator(kube.ns, extra_env=gang_env)
     kube.create_job(contended_job("a", pool["template"]))
@@ -91,15 +110,23 @@ def test_gang_scheduling_runs_one_job_whole_and_binds_nothing_of_the_other_until
         pg = kube.wait_until(lambda: pod_group(kube, job), timeout=30, interval=0.2, what=f"PodGroup {job}")
         assert pg["spec"]["minMember"] == PODS_PER_JOB
         assert pg["metadata"]["ownerReferences"][0]["name"] == job
-    kube.wait_until(lambda: len(kube.trainer_pods("a")) + len(kube.trainer_pods("b")) == 2 * PODS_PER_JOB,
-                    timeout=30, interval=0.2, what="both jobs' pods created")
+    kube.wait_until(
+        lambda: len(kube.trainer_pods("a")) + len(kube.trainer_pods("b")) == 2 * PODS_PER_JOB,
+        timeout=30,
+        interval=0.2,
+        what="both jobs' pods created",
+    )
     for job in ("a", "b"):
         for p in kube.trainer_pods(job).values():
             assert p["spec"]["schedulerName"] == GANG_SCHEDULER
             assert p["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == job
 
-    first = kube.wait_until(lambda: next((j for j in ("a", "b") if len(bound(kube, j)) == PODS_PER_JOB), None),
-                            timeout=60, interval=0.3, what=f"one job bound whole (a: {bound(kube, 'a')}, b: {bound(kube, 'b')})")
+    first = kube.wait_until(
+        lambda: next((j for j in ("a", "b") if len(bound(kube, j)) == PODS_PER_JOB), None),
+        timeout=60,
+        interval=0.3,
+        what=f"one job bound whole (a: {bound(kube, 'a')}, b: {bound(kube, 'b')})",
+    )
     second = "b" if first == "a" else "a"
     kube.wait_phase(first, "Running", timeout=30)
     # The other job keeps every pod unbound (watched for longer than the scheduler's permit wait and
@@ -108,8 +135,12 @@ def test_gang_scheduling_runs_one_job_whole_and_binds_nothing_of_the_other_until
     while time.monotonic() < deadline:
         assert bound(kube, second) == [], f"{second} got a pod bound while {first} holds the pool"
         time.sleep(0.5)
-    waiting = kube.wait_until(lambda: (c := kube.condition(second, "GangScheduled")) and c["status"] == "False" and c,
-                              timeout=30, interval=0.3, what=f"{second} GangScheduled=False")
+    waiting = kube.wait_until(
+        lambda: (c := kube.condition(second, "GangScheduled")) and c["status"] == "False" and c,
+        timeout=30,
+        interval=0.3,
+        what=f"{second} GangScheduled=False",
+    )
     assert waiting["reason"] == "WaitingForGang" and f"minMember {PODS_PER_JOB}" in waiting["message"], waiting
     assert kube.status(second)["phase"] == "Pending"
     assert kube.condition(first, "GangScheduled")["status"] == "True"
@@ -122,27 +153,36 @@ def test_gang_scheduling_runs_one_job_whole_and_binds_nothing_of_the_other_until
     time.sleep(10)
     assert {j: sorted(p["metadata"]["uid"] for p in kube.trainer_pods(j).values()) for j in ("a", "b")} == before
     assert {j: pod_group(kube, j)["metadata"]["uid"] for j in ("a", "b")} == groups
-    assert len(kube.custom.list_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", kube.ns, "podgroups")["items"]) == 2
+    assert (
+        len(kube.custom.list_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", kube.ns, "podgroups")["items"])
+        == 2
+    )
     assert bound(kube, second) == []
 
     kube.finish_pod(f"{first}-chief-0", "Succeeded", 0)
     kube.wait_phase(first, "Succeeded", timeout=30)
-    kube.wait_pods_running(second, [f"{second}-chief-0", f"{second}-ps-0", f"{second}-worker-0", f"{second}-worker-1"],
-                           timeout=90)
+    kube.wait_pods_running(
+        second, [f"{second}-chief-0", f"{second}-ps-0", f"{second}-worker-0", f"{second}-worker-1"], timeout=90
+    )
     kube.wait_phase(second, "Running", timeout=30)
     assert len(bound(kube, second)) == PODS_PER_JOB
     assert kube.condition(second, "GangScheduled")["status"] == "True"
 
 
 def test_without_gang_scheduling_the_default_scheduler_splits_the_jobs(
-        kube: Cluster, pool: dict[str, Any], start_operator: Callable[..., OperatorProcess]) -> None:
+    kube: Cluster, pool: dict[str, Any], start_operator: Callable[..., OperatorProcess]
+) -> None:
     start_operator(kube.ns)
     # minAvailable is set, but this operator does not gang-schedule: it changes nothing.
     kube.create_job(contended_job("a", pool["template"], schedulingPolicy={"minAvailable": PODS_PER_JOB}))
     kube.create_job(contended_job("b", pool["template"]))
     capacity = NODES * CPU_PER_NODE
-    kube.wait_until(lambda: len(bound(kube, "a")) + len(bound(kube, "b")) == capacity, timeout=60, interval=0.3,
-                    what=f"the pool full (a: {bound(kube, 'a')}, b: {bound(kube, 'b')})")
+    kube.wait_until(
+        lambda: len(bound(kube, "a")) + len(bound(kube, "b")) == capacity,
+        timeout=60,
+        interval=0.3,
+        what=f"the pool full (a: {bound(kube, 'a')}, b: {bound(kube, 'b')})",
+    )
     counts = sorted(len(bound(kube, j)) for j in ("a", "b"))
     assert 0 < counts[0] < PODS_PER_JOB, f"a job holds {counts[0]} of its {PODS_PER_JOB} pods: capacity it cannot use"
     for job in ("a", "b"):

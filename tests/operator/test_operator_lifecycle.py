@@ -6,10 +6,17 @@ import json
 import time
 
 import pytest
-
 from operator_harness import job_body
-from tfps_trainer.export.result import (ArtifactResult, ExportFailed, ExportSucceeded, FormatFailure, PreflightArtifact,
-                                        PreflightReport, encode)
+
+from tfps_trainer.export.result import (
+    ArtifactResult,
+    ExportFailed,
+    ExportSucceeded,
+    FormatFailure,
+    PreflightArtifact,
+    PreflightReport,
+    encode,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
@@ -32,14 +39,25 @@ def test_apply_creates_pods_service_and_network_policy_with_tf_config(kube, oper
     assert st["workers"] == "2/2"
     assert st["replicaStatuses"]["ps"]["active"] == 1
     job = kube.job("j")
-    owner = {"apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob", "name": "j", "uid": job["metadata"]["uid"],
-             "controller": True, "blockOwnerDeletion": True}
+    owner = {
+        "apiVersion": "tfps.dev/v1alpha1",
+        "kind": "PSTrainingJob",
+        "name": "j",
+        "uid": job["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
     tf = json.loads(env_of(pods["j-worker-1"])["TF_CONFIG"])
     ns = kube.ns
-    assert tf == {"cluster": {"chief": [f"j-chief-0.j.{ns}.svc:2222"], "ps": [f"j-ps-0.j.{ns}.svc:2222"],
-                              "worker": [f"j-worker-0.j.{ns}.svc:2222", f"j-worker-1.j.{ns}.svc:2222"]},
-                  "task": {"type": "worker", "index": 1}}
+    assert tf == {
+        "cluster": {
+            "chief": [f"j-chief-0.j.{ns}.svc:2222"],
+            "ps": [f"j-ps-0.j.{ns}.svc:2222"],
+            "worker": [f"j-worker-0.j.{ns}.svc:2222", f"j-worker-1.j.{ns}.svc:2222"],
+        },
+        "task": {"type": "worker", "index": 1},
+    }
     for name, pod in pods.items():
         assert pod["metadata"]["ownerReferences"] == [owner]
         assert pod["spec"]["hostname"] == name and pod["spec"]["subdomain"] == "j"
@@ -71,9 +89,13 @@ def test_worker_failure_recreates_the_same_worker_and_leaves_the_ps_alone(kube, 
     kube.finish_pod("j-worker-1", "Failed", 1, "worker OOM")
     after = kube.wait_until(
         lambda: (u := uids(kube.wait_pods_running("j", TRAINERS)))["j-worker-1"] != before["j-worker-1"] and u,
-        timeout=30, interval=0.3, what="worker-1 recreated")
-    assert {n: after[n] for n in ("j-chief-0", "j-ps-0", "j-worker-0")} == \
-           {n: before[n] for n in ("j-chief-0", "j-ps-0", "j-worker-0")}
+        timeout=30,
+        interval=0.3,
+        what="worker-1 recreated",
+    )
+    assert {n: after[n] for n in ("j-chief-0", "j-ps-0", "j-worker-0")} == {
+        n: before[n] for n in ("j-chief-0", "j-ps-0", "j-worker-0")
+    }
     st = kube.status("j")
     assert st["restarts"] == 0 and st["phase"] == "Running"
     kube.wait_until(lambda: "WorkerRestarted" in kube.event_reasons("j"), timeout=10, what="WorkerRestarted event")
@@ -82,9 +104,16 @@ def test_worker_failure_recreates_the_same_worker_and_leaves_the_ps_alone(kube, 
     # It fails again at once: crash-loop backoff keeps the failed pod (and its logs) ~10 s first.
     kube.finish_pod("j-worker-1", "Failed", 1, "worker OOM again")
     failed_at = time.monotonic()
-    kube.wait_until(lambda: (p := kube.trainer_pods("j").get("j-worker-1")) and
-                    p["metadata"]["uid"] not in (before["j-worker-1"], after["j-worker-1"]) and
-                    p["status"].get("phase") == "Running", timeout=40, interval=0.5, what="worker-1 recreated again")
+    kube.wait_until(
+        lambda: (
+            (p := kube.trainer_pods("j").get("j-worker-1"))
+            and p["metadata"]["uid"] not in (before["j-worker-1"], after["j-worker-1"])
+            and p["status"].get("phase") == "Running"
+        ),
+        timeout=40,
+        interval=0.5,
+        what="worker-1 recreated again",
+    )
     assert time.monotonic() - failed_at >= 8
 
 
@@ -96,7 +125,10 @@ def test_ps_failure_restarts_the_whole_job_then_backoff_limit_fails_it(kube, ope
     kube.wait_until(lambda: kube.status("j").get("restarts") == 1, timeout=20, what="restarts == 1")
     after = kube.wait_until(
         lambda: (u := uids(kube.wait_pods_running("j", TRAINERS))) and not set(u.values()) & set(before.values()) and u,
-        timeout=30, interval=0.3, what="every pod recreated")
+        timeout=30,
+        interval=0.3,
+        what="every pod recreated",
+    )
     assert all(p["metadata"]["labels"]["tfps.dev/restart"] == "1" for p in kube.trainer_pods("j").values())
     kube.wait_phase("j", "Running")
     assert kube.condition("j", "Restarting")["status"] == "False"
@@ -136,8 +168,11 @@ def _finish_training_with_export(kube, export_spec=None):
     kube.wait_until(lambda: "j-chief-0" in kube.trainer_pods("j"), timeout=20, what="chief created")
     kube.finish_pod("j-chief-0", "Succeeded", 0)
     kube.wait_phase("j", "Exporting")
-    ej = kube.wait_until(lambda: next(iter(kube.d(kube.batch.list_namespaced_job(kube.ns).items)), None),
-                         timeout=20, what="export Job created")  # the status is written before the child
+    ej = kube.wait_until(
+        lambda: next(iter(kube.d(kube.batch.list_namespaced_job(kube.ns).items)), None),
+        timeout=20,
+        what="export Job created",
+    )  # the status is written before the child
     assert ej["metadata"]["name"] == "j-export"
     assert ej["metadata"]["ownerReferences"][0]["name"] == "j"
     assert ej["spec"]["template"]["spec"]["containers"][0]["command"] == ["python", "-m", "tfps_trainer.export"]
@@ -147,23 +182,37 @@ def _finish_training_with_export(kube, export_spec=None):
 
 def test_export_job_runs_after_training_and_its_result_lands_in_status(kube, operator):
     pod = _finish_training_with_export(kube)
-    result = ExportSucceeded(step=10, path="exports/10", manifest="exports/10/manifest.json", artifacts=[
-        ArtifactResult(format="savedmodel", path="exports/10/savedmodel", bytes=51234, sha256="ab" * 32, max_error=0.0),
-        ArtifactResult(format="onnx", path="exports/10/model.onnx", bytes=4096, sha256="cd" * 32, max_error=2e-7)])
+    result = ExportSucceeded(
+        step=10,
+        path="exports/10",
+        manifest="exports/10/manifest.json",
+        artifacts=[
+            ArtifactResult(
+                format="savedmodel", path="exports/10/savedmodel", bytes=51234, sha256="ab" * 32, max_error=0.0
+            ),
+            ArtifactResult(format="onnx", path="exports/10/model.onnx", bytes=4096, sha256="cd" * 32, max_error=2e-7),
+        ],
+    )
     kube.finish_pod(pod, "Succeeded", 0, encode(result))
     st = kube.wait_phase("j", "Succeeded")
     assert kube.condition("j", "Succeeded")["reason"] == "ExportSucceeded"
     assert st["export"]["jobName"] == "j-export" and st["export"]["step"] == 10
     assert [(a["format"], a["bytes"], a["sha256"]) for a in st["export"]["artifacts"]] == [
-        ("savedmodel", 51234, "ab" * 32), ("onnx", 4096, "cd" * 32)]
+        ("savedmodel", 51234, "ab" * 32),
+        ("onnx", 4096, "cd" * 32),
+    ]
     kube.wait_until(lambda: sorted(kube.trainer_pods("j")) == ["j-chief-0"], timeout=20, what="ps/workers deleted")
     assert len(kube.batch.list_namespaced_job(kube.ns).items) == 1  # never a second export Job
 
 
 def test_failing_export_job_fails_the_job_with_the_exporters_message(kube, operator):
     pod = _finish_training_with_export(kube, export_spec={"backoffLimit": 0})
-    kube.finish_pod(pod, "Failed", 7, encode(ExportFailed(reason="VerificationFailed",
-                                                          message="onnx: max abs error 0.3 > tolerance 1e-05")))
+    kube.finish_pod(
+        pod,
+        "Failed",
+        7,
+        encode(ExportFailed(reason="VerificationFailed", message="onnx: max abs error 0.3 > tolerance 1e-05")),
+    )
     kube.wait_phase("j", "Failed", timeout=40)
     failed = kube.condition("j", "Failed")
     assert failed["reason"] == "ExportFailed"
@@ -172,24 +221,44 @@ def test_failing_export_job_fails_the_job_with_the_exporters_message(kube, opera
 
 def test_an_optional_format_that_failed_is_named_in_status_condition_and_event_and_the_job_succeeds(kube, operator):
     pod = _finish_training_with_export(kube)
-    failure = FormatFailure(format="tflite", quantization="int8", reason="VerificationFailed",
-                            message="tflite (int8): output 'probs': argmax agreement 0.700 < minArgmaxAgreement 0.9")
-    result = ExportSucceeded(step=10, path="exports/10", manifest="exports/10/manifest.json", failed=[failure], artifacts=[
-        ArtifactResult(format="savedmodel", path="exports/10/savedmodel", bytes=51234, sha256="ab" * 32, max_error=0.0)])
+    failure = FormatFailure(
+        format="tflite",
+        quantization="int8",
+        reason="VerificationFailed",
+        message="tflite (int8): output 'probs': argmax agreement 0.700 < minArgmaxAgreement 0.9",
+    )
+    result = ExportSucceeded(
+        step=10,
+        path="exports/10",
+        manifest="exports/10/manifest.json",
+        failed=[failure],
+        artifacts=[
+            ArtifactResult(
+                format="savedmodel", path="exports/10/savedmodel", bytes=51234, sha256="ab" * 32, max_error=0.0
+            )
+        ],
+    )
     kube.finish_pod(pod, "Succeeded", 0, encode(result))
     st = kube.wait_phase("j", "Succeeded")
     assert kube.condition("j", "ExportComplete")["status"] == "False"
     assert "tflite (int8)" in kube.condition("j", "ExportComplete")["message"]
     assert [(f["format"], f["quantization"], f["reason"]) for f in st["export"]["failed"]] == [
-        ("tflite", "int8", "VerificationFailed")]
-    kube.wait_until(lambda: "ExportFormatFailed" in kube.event_reasons("j"), timeout=10, what="ExportFormatFailed event")
+        ("tflite", "int8", "VerificationFailed")
+    ]
+    kube.wait_until(
+        lambda: "ExportFormatFailed" in kube.event_reasons("j"), timeout=10, what="ExportFormatFailed event"
+    )
 
 
 def _preflight_pod(kube, job: str = "j"):
-    kube.wait_until(lambda: any(j.metadata.name == f"{job}-preflight" for j in kube.batch.list_namespaced_job(kube.ns).items),
-                    timeout=20, what="pre-flight Job")
-    return kube.wait_until(lambda: next(iter(kube.pods(f"job-name={job}-preflight")), None), timeout=20,
-                           what="pre-flight pod")
+    kube.wait_until(
+        lambda: any(j.metadata.name == f"{job}-preflight" for j in kube.batch.list_namespaced_job(kube.ns).items),
+        timeout=20,
+        what="pre-flight Job",
+    )
+    return kube.wait_until(
+        lambda: next(iter(kube.pods(f"job-name={job}-preflight")), None), timeout=20, what="pre-flight pod"
+    )
 
 
 def test_preflight_runs_before_any_trainer_pod_and_its_verdict_starts_training(kube, operator):
@@ -197,14 +266,24 @@ def test_preflight_runs_before_any_trainer_pod_and_its_verdict_starts_training(k
     pod = _preflight_pod(kube)
     time.sleep(2)  # the operator has had every chance to create trainer pods early
     assert kube.trainer_pods("j") == {} and kube.status("j")["phase"] == "Pending"
-    report = PreflightReport(ok=True, artifacts=[PreflightArtifact(format="savedmodel", bytes=100, max_error=0.0)],
-                             failed=[FormatFailure(format="onnx", reason="ConversionFailed",
-                                                   message="onnx (opset 17): ops tf2onnx could not convert: Igamma")])
+    report = PreflightReport(
+        ok=True,
+        artifacts=[PreflightArtifact(format="savedmodel", bytes=100, max_error=0.0)],
+        failed=[
+            FormatFailure(
+                format="onnx",
+                reason="ConversionFailed",
+                message="onnx (opset 17): ops tf2onnx could not convert: Igamma",
+            )
+        ],
+    )
     kube.finish_pod(pod, "Succeeded", 0, encode(report))
     kube.wait_until(lambda: "j-chief-0" in kube.trainer_pods("j"), timeout=20, what="trainer pods after the pre-flight")
     assert kube.condition("j", "ExportPreflight")["reason"] == "FormatsWillFail"
     assert "Igamma" in kube.condition("j", "ExportPreflight")["message"]
-    kube.wait_until(lambda: "ExportPreflightWarning" in kube.event_reasons("j"), timeout=10, what="pre-flight warning event")
+    kube.wait_until(
+        lambda: "ExportPreflightWarning" in kube.event_reasons("j"), timeout=10, what="pre-flight warning event"
+    )
 
 
 def test_a_required_format_failing_the_preflight_fails_the_job_before_any_trainer_pod(kube, operator):
@@ -258,12 +337,12 @@ def test_operator_killed_mid_job_restarts_without_duplicates_or_double_counting(
     kube.wait_pods_running("j", TRAINERS)
     kube.wait_phase("j", "Running")
     op.kill()
-    kube.finish_pod("j-ps-0", "Failed", 137)   # fails while nobody watches
+    kube.finish_pod("j-ps-0", "Failed", 137)  # fails while nobody watches
     op2 = start_operator(kube.ns)
     kube.wait_until(lambda: kube.status("j").get("restarts") == 1, timeout=30, what="restart counted")
     kube.wait_pods_running("j", TRAINERS)
     kube.wait_phase("j", "Running")
-    op2.kill()                                # and again, with nothing to do
+    op2.kill()  # and again, with nothing to do
     op3 = start_operator(kube.ns)
     kube.wait_until(lambda: _reconciles(op3.metrics()) >= 1, timeout=20, what="a reconciliation after restart")
     pods = kube.wait_pods_running("j", TRAINERS)
@@ -282,12 +361,14 @@ def test_restricted_podsecurity_namespace_admits_the_pods(restricted_kube, start
 
 def test_quota_refusal_is_a_clear_condition_and_recovers_when_lifted(kube, start_operator):
     kube.core.create_namespaced_resource_quota(kube.ns, {"metadata": {"name": "pods"}, "spec": {"hard": {"pods": "2"}}})
-    kube.wait_until(lambda: kube.core.read_namespaced_resource_quota("pods", kube.ns).status.hard, timeout=20,
-                    what="quota active")
+    kube.wait_until(
+        lambda: kube.core.read_namespaced_resource_quota("pods", kube.ns).status.hard, timeout=20, what="quota active"
+    )
     op = start_operator(kube.ns)
     kube.create_job(job_body("j"))
-    created = kube.wait_until(lambda: (c := kube.condition("j", "Created")) and c["status"] == "False" and c,
-                              timeout=30, what="Created=False")
+    created = kube.wait_until(
+        lambda: (c := kube.condition("j", "Created")) and c["status"] == "False" and c, timeout=30, what="Created=False"
+    )
     assert created["reason"] == "CreateFailed" and "exceeded quota" in created["message"]
     kube.wait_until(lambda: "CreateFailed" in kube.event_reasons("j"), timeout=10, what="CreateFailed event")
     reconciles_then = _reconciles(op.metrics())
@@ -306,9 +387,13 @@ def test_claim_template_creates_an_owned_pvc_and_unscheduled_pods_stay_pending(k
     body = job_body("j")
     body["spec"]["storage"] = {"volumeClaimTemplate": {"size": "1Gi", "storageClassName": "none-such"}}
     kube.create_job(body)
-    pvc = kube.wait_until(lambda: kube.core.list_namespaced_persistent_volume_claim(
-        kube.ns, label_selector="tfps.dev/job-name=j").items, timeout=20, what="PVC created")[0]
+    pvc = kube.wait_until(
+        lambda: kube.core.list_namespaced_persistent_volume_claim(kube.ns, label_selector="tfps.dev/job-name=j").items,
+        timeout=20,
+        what="PVC created",
+    )[0]
     assert pvc.metadata.name == "j-storage" and pvc.metadata.owner_references[0].name == "j"
+
     # Scheduled=False comes at once (pods not scheduled yet), then carries the scheduler's reason.
     def unschedulable() -> dict | None:
         c = kube.condition("j", "Scheduled")
@@ -329,11 +414,21 @@ def test_two_peered_operators_never_both_act_and_the_standby_takes_over(kube, st
     crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
     kubectl("apply", "--server-side", "--field-manager=tfps-tests", "-f", "-", input=yaml.safe_dump_all(crds))
     kubectl("wait", "--for=condition=Established", "--timeout=30s", *[f"crd/{d['metadata']['name']}" for d in crds])
-    kubectl("apply", "--server-side", "--field-manager=tfps-tests", "-f", "-",
-            input=yaml.safe_dump_all([d for d in docs if d not in crds]))
+    kubectl(
+        "apply",
+        "--server-side",
+        "--field-manager=tfps-tests",
+        "-f",
+        "-",
+        input=yaml.safe_dump_all([d for d in docs if d not in crds]),
+    )
     common = {"TFPS_PEERING_LIFETIME": "4"}
-    leader = start_operator(kube.ns, extra_env={**common, "TFPS_PEERING_PRIORITY": "200"}, extra_args=["--peering", peering])
-    standby = start_operator(kube.ns, extra_env={**common, "TFPS_PEERING_PRIORITY": "100"}, extra_args=["--peering", peering])
+    leader = start_operator(
+        kube.ns, extra_env={**common, "TFPS_PEERING_PRIORITY": "200"}, extra_args=["--peering", peering]
+    )
+    standby = start_operator(
+        kube.ns, extra_env={**common, "TFPS_PEERING_PRIORITY": "100"}, extra_args=["--peering", peering]
+    )
     # Kopf starts every peer paused; only the highest priority resumes.
     kube.wait_until(lambda: "Resuming operations after the pause" in leader.log(), timeout=30, what="leader acting")
     kube.wait_until(lambda: "(paused)" in standby.log(), timeout=30, what="standby started paused")
@@ -346,44 +441,66 @@ def test_two_peered_operators_never_both_act_and_the_standby_takes_over(kube, st
 
     leader.kill()
     kube.finish_pod("j-worker-0", "Failed", 1)
-    kube.wait_until(lambda: (u := uids(kube.wait_pods_running("j", TRAINERS)))["j-worker-0"] != before["j-worker-0"],
-                    timeout=60, interval=0.5, what="standby took over and recreated worker-0")
+    kube.wait_until(
+        lambda: (u := uids(kube.wait_pods_running("j", TRAINERS)))["j-worker-0"] != before["j-worker-0"],
+        timeout=60,
+        interval=0.5,
+        what="standby took over and recreated worker-0",
+    )
     assert _reconciles(standby.metrics()) >= 1
     assert "Resuming operations after the pause" in standby.log()
 
 
 def test_a_child_name_taken_by_someone_else_is_reported_not_stolen(kube, operator):
-    kube.core.create_namespaced_service(kube.ns, {"metadata": {"name": "j"}, "spec": {"clusterIP": "None", "ports": [{"port": 1}]}})
+    kube.core.create_namespaced_service(
+        kube.ns, {"metadata": {"name": "j"}, "spec": {"clusterIP": "None", "ports": [{"port": 1}]}}
+    )
     kube.create_job(job_body("j"))
-    created = kube.wait_until(lambda: (c := kube.condition("j", "Created")) and c["status"] == "False" and c,
-                              timeout=30, what="Created=False")
+    created = kube.wait_until(
+        lambda: (c := kube.condition("j", "Created")) and c["status"] == "False" and c, timeout=30, what="Created=False"
+    )
     assert created["reason"] == "CreateFailed"
     assert "Service/j already exists and is not controlled by this PSTrainingJob" in created["message"]
     svc = kube.core.read_namespaced_service("j", kube.ns)
     assert not svc.metadata.owner_references  # left alone
     job = kube.job("j")
     assert job["metadata"].get("annotations") is None or not [
-        a for a in job["metadata"]["annotations"] if a.startswith("kopf.")]
+        a for a in job["metadata"]["annotations"] if a.startswith("kopf.")
+    ]
 
 
-def test_script_mode_job_in_a_restricted_namespace_with_the_pod_template_fields(make_namespace, k8s, wait_until,
-                                                                                crd_installed, start_operator):
+def test_script_mode_job_in_a_restricted_namespace_with_the_pod_template_fields(
+    make_namespace, k8s, wait_until, crd_installed, start_operator
+):
     """A script-mode job: no pre-flight (its model exists only after training), pods admitted under PodSecurity
     restricted with a service account (no token), an init container, a spread constraint and a per-replica
     image; the chief's summary puts the program's final checkpoint into the status, then the export runs."""
     from operator_harness import Cluster
 
-    ns = make_namespace(labels={"pod-security.kubernetes.io/enforce": "restricted",
-                                "pod-security.kubernetes.io/enforce-version": "latest"})
+    ns = make_namespace(
+        labels={
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/enforce-version": "latest",
+        }
+    )
     kube = Cluster(k8s, ns, wait_until)
     kube.bound_claim("data")
     kube.core.create_namespaced_service_account(ns, {"metadata": {"name": "gcs-reader"}})
-    template = {**KWOK_HANDS_OFF, "spec": {
-        "serviceAccountName": "gcs-reader",
-        "initContainers": [{"name": "fetch", "image": "busybox:1", "command": ["true"]}],
-        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
-                                       "whenUnsatisfiable": "ScheduleAnyway",
-                                       "labelSelector": {"matchLabels": {"tfps.dev/job-name": "j"}}}]}}
+    template = {
+        **KWOK_HANDS_OFF,
+        "spec": {
+            "serviceAccountName": "gcs-reader",
+            "initContainers": [{"name": "fetch", "image": "busybox:1", "command": ["true"]}],
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": {"tfps.dev/job-name": "j"}},
+                }
+            ],
+        },
+    }
     body = job_body("j", export=True, chief_template=template, export_spec={"preflight": True})
     body["spec"]["model"] = {"command": ["python", "train.py", "--model-dir", "$(TFPS_MODEL_DIR)"]}
     body["spec"]["training"] = {}
@@ -392,23 +509,31 @@ def test_script_mode_job_in_a_restricted_namespace_with_the_pod_template_fields(
         start_operator(ns)
         kube.create_job(body)
         # admitted (created) is what this test is about; kwok's stages need not run them
-        pods = kube.wait_until(lambda: len(p := kube.trainer_pods("j")) == 4 and p, timeout=60,
-                               what="the 4 trainer pods admitted")
+        pods = kube.wait_until(
+            lambda: len(p := kube.trainer_pods("j")) == 4 and p, timeout=60, what="the 4 trainer pods admitted"
+        )
         chief = pods["j-chief-0"]
         assert not any(j.metadata.name == "j-preflight" for j in kube.batch.list_namespaced_job(ns).items)
         spec = chief["spec"]
         assert spec["serviceAccountName"] == "gcs-reader" and spec["automountServiceAccountToken"] is False
-        assert not [m for c in spec["containers"] for m in c.get("volumeMounts", []) if "serviceaccount" in m["mountPath"]]
+        assert not [
+            m for c in spec["containers"] for m in c.get("volumeMounts", []) if "serviceaccount" in m["mountPath"]
+        ]
         assert spec["initContainers"][0]["name"] == "fetch"
         assert spec["initContainers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
         assert spec["topologySpreadConstraints"][0]["topologyKey"] == "kubernetes.io/hostname"
         assert pods["j-ps-0"]["spec"]["containers"][0]["image"] == "registry.example/ps:2"
         settings = json.loads(env_of(chief)["TFPS_JOB"])
         assert settings["script"]["programs"]["chief"] == ["python", "train.py", "--model-dir", "$(TFPS_MODEL_DIR)"]
-        kube.finish_pod("j-chief-0", "Succeeded", 0,
-                        f"tfps-trainer chief/0: completed step 150/150; final checkpoint /data/{ns}/j/checkpoints/ckpt-150")
-        st = kube.wait_until(lambda: (s := kube.status("j")).get("phase") == "Exporting" and s, timeout=30,
-                             what="Exporting")
+        kube.finish_pod(
+            "j-chief-0",
+            "Succeeded",
+            0,
+            f"tfps-trainer chief/0: completed step 150/150; final checkpoint /data/{ns}/j/checkpoints/ckpt-150",
+        )
+        st = kube.wait_until(
+            lambda: (s := kube.status("j")).get("phase") == "Exporting" and s, timeout=30, what="Exporting"
+        )
         assert st["checkpoint"]["step"] == 150 and st["checkpoint"]["path"].endswith("ckpt-150")
     finally:
         kube.core.delete_persistent_volume(f"{ns}-data")

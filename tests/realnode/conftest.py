@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -53,14 +54,26 @@ def hostpath_pv(k8s: Any, namespace: str) -> Iterator[Callable[[str], Path]]:
         path = PV_ROOT / name
         path.mkdir(parents=True, exist_ok=True)
         os.chown(path, 1000, 1000)
-        core.create_persistent_volume({
-            "metadata": {"name": name, "labels": {"tfps.dev/test": "realnode"}},
-            "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
-                     "storageClassName": "", "persistentVolumeReclaimPolicy": "Retain",
-                     "hostPath": {"path": str(path), "type": "Directory"},
-                     "claimRef": {"namespace": namespace, "name": claim},
-                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                         {"key": NODE_LABEL, "operator": "In", "values": ["true"]}]}]}}}})
+        core.create_persistent_volume(
+            {
+                "metadata": {"name": name, "labels": {"tfps.dev/test": "realnode"}},
+                "spec": {
+                    "capacity": {"storage": size},
+                    "accessModes": ["ReadWriteOnce", "ReadWriteMany"],
+                    "storageClassName": "",
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "hostPath": {"path": str(path), "type": "Directory"},
+                    "claimRef": {"namespace": namespace, "name": claim},
+                    "nodeAffinity": {
+                        "required": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": NODE_LABEL, "operator": "In", "values": ["true"]}]}
+                            ]
+                        }
+                    },
+                },
+            }
+        )
         made.append((name, path))
         return path
 
@@ -70,6 +83,6 @@ def hostpath_pv(k8s: Any, namespace: str) -> Iterator[Callable[[str], Path]]:
     for name, path in made:
         try:
             core.delete_persistent_volume(name)
-        except Exception:  # noqa: BLE001 - best effort
+        except Exception:
             pass
         shutil.rmtree(path, ignore_errors=True)

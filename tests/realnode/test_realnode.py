@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 import yaml
+from operator_harness import Cluster as Kube
+from operator_harness import OperatorProcess
 
 from conftest import ON_REAL_NODE  # tests/realnode/conftest.py (pytest puts its directory first on sys.path)
-from operator_harness import Cluster as Kube, OperatorProcess
 from tfps_operator.manifests import names
 
 pytestmark = [pytest.mark.realnode, pytest.mark.cluster, pytest.mark.timeout(1500)]
@@ -49,43 +50,98 @@ def pod_terminated(core: Any, ns: str, name: str) -> dict[str, Any] | None:
 
 def no_image_pulls(core: Any, ns: str) -> None:
     """Every image is pre-imported: a Pulling event would mean the node tried a registry."""
-    pulls = [e.message for e in core.list_namespaced_event(ns).items if e.reason in ("Pulling", "Failed", "ErrImagePull")]
+    pulls = [
+        e.message for e in core.list_namespaced_event(ns).items if e.reason in ("Pulling", "Failed", "ErrImagePull")
+    ]
     assert not pulls, pulls
 
 
-def test_busybox_pods_get_a_private_pod_network_and_coredns_resolves_headless_names(realnode, k8s, namespace, wait_until):
+def test_busybox_pods_get_a_private_pod_network_and_coredns_resolves_headless_names(
+    realnode, k8s, namespace, wait_until
+):
     from kubernetes import client
 
     core = client.CoreV1Api(k8s)
-    core.create_namespaced_service(namespace, {"metadata": {"name": "smoke"}, "spec": {
-        "clusterIP": "None", "selector": {"app": "smoke"}, "ports": [{"name": "x", "port": 2222}]}})
-    core.create_namespaced_pod(namespace, {"metadata": {"name": "a", "labels": {"app": "smoke"}}, "spec": on_real_node({
-        "hostname": "a", "subdomain": "smoke", "terminationGracePeriodSeconds": 1,
-        "containers": [{"name": "main", "image": BUSYBOX, "imagePullPolicy": "Never", "command": ["sleep", "600"],
-                        "securityContext": {"runAsUser": 1000, "runAsNonRoot": True, "allowPrivilegeEscalation": False}}]})})
-    a = wait_until(lambda: (p := core.read_namespaced_pod("a", namespace)).status.phase == "Running" and p,
-                   timeout=120, interval=0.5, what="busybox pod a Running on the real node")
+    core.create_namespaced_service(
+        namespace,
+        {
+            "metadata": {"name": "smoke"},
+            "spec": {"clusterIP": "None", "selector": {"app": "smoke"}, "ports": [{"name": "x", "port": 2222}]},
+        },
+    )
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "a", "labels": {"app": "smoke"}},
+            "spec": on_real_node(
+                {
+                    "hostname": "a",
+                    "subdomain": "smoke",
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": BUSYBOX,
+                            "imagePullPolicy": "Never",
+                            "command": ["sleep", "600"],
+                            "securityContext": {
+                                "runAsUser": 1000,
+                                "runAsNonRoot": True,
+                                "allowPrivilegeEscalation": False,
+                            },
+                        }
+                    ],
+                }
+            ),
+        },
+    )
+    a = wait_until(
+        lambda: (p := core.read_namespaced_pod("a", namespace)).status.phase == "Running" and p,
+        timeout=120,
+        interval=0.5,
+        what="busybox pod a Running on the real node",
+    )
     assert a.spec.node_name == realnode
     assert ipaddress.ip_address(a.status.pod_ip) in POD_SUBNET, a.status.pod_ip
     fqdn = f"a.smoke.{namespace}.svc.cluster.local"
     # the kubelet's API port on the node address: pods must not reach it (nor anything but DNS on the host)
-    script = (f"nslookup {fqdn} > /dev/termination-log 2>&1; rc=$?; echo ROUTES >> /dev/termination-log; "
-              "ip route >> /dev/termination-log; echo UID $(id -u) >> /dev/termination-log; "
-              f"busybox nc -w 3 {NODE_IP} {KUBELET_PORT} </dev/null; echo KUBELET_NC_RC $? >> /dev/termination-log; "
-              "exit $rc")
-    core.create_namespaced_pod(namespace, {"metadata": {"name": "probe"}, "spec": on_real_node({
-        "restartPolicy": "Never",
-        "containers": [{"name": "main", "image": BUSYBOX, "imagePullPolicy": "Never", "command": ["sh", "-c", script],
-                        "securityContext": {"runAsUser": 1000}}]})})
-    done = wait_until(lambda: pod_terminated(core, namespace, "probe"), timeout=120, interval=0.5, what="probe pod done")
+    script = (
+        f"nslookup {fqdn} > /dev/termination-log 2>&1; rc=$?; echo ROUTES >> /dev/termination-log; "
+        "ip route >> /dev/termination-log; echo UID $(id -u) >> /dev/termination-log; "
+        f"busybox nc -w 3 {NODE_IP} {KUBELET_PORT} </dev/null; echo KUBELET_NC_RC $? >> /dev/termination-log; "
+        "exit $rc"
+    )
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "probe"},
+            "spec": on_real_node(
+                {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": BUSYBOX,
+                            "imagePullPolicy": "Never",
+                            "command": ["sh", "-c", script],
+                            "securityContext": {"runAsUser": 1000},
+                        }
+                    ],
+                }
+            ),
+        },
+    )
+    done = wait_until(
+        lambda: pod_terminated(core, namespace, "probe"), timeout=120, interval=0.5, what="probe pod done"
+    )
     msg = done["message"]
     assert done["exitCode"] == 0, msg
-    assert a.status.pod_ip in msg.split("ROUTES")[0], msg                  # CoreDNS answered with pod a's IP
+    assert a.status.pod_ip in msg.split("ROUTES")[0], msg  # CoreDNS answered with pod a's IP
     routes = msg.split("ROUTES")[1]
-    assert "default" not in routes, routes                                  # nothing is routed off the node
+    assert "default" not in routes, routes  # nothing is routed off the node
     assert str(POD_SUBNET) in routes and "UID 1000" in msg, msg
     nc_rc = re.search(r"KUBELET_NC_RC (\d+)", msg)
-    assert nc_rc and nc_rc.group(1) != "0", msg                            # the host rejects pods on kubelet's port
+    assert nc_rc and nc_rc.group(1) != "0", msg  # the host rejects pods on kubelet's port
     no_image_pulls(core, namespace)
 
 
@@ -95,27 +151,58 @@ def test_kubectl_logs_and_exec_reach_the_node_kubelet_and_only_root_can(realnode
     from kubernetes import client
 
     core = client.CoreV1Api(k8s)
-    core.create_namespaced_pod(namespace, {"metadata": {"name": "talker"}, "spec": on_real_node({
-        "terminationGracePeriodSeconds": 1,
-        "containers": [{"name": "main", "image": BUSYBOX, "imagePullPolicy": "Never",
-                        "command": ["sh", "-c", "echo hello from $(hostname); exec sleep 600"],
-                        "securityContext": {"runAsUser": 1000, "runAsNonRoot": True, "allowPrivilegeEscalation": False}}]})})
-    wait_until(lambda: core.read_namespaced_pod("talker", namespace).status.phase == "Running",
-               timeout=120, interval=0.5, what="busybox pod talker Running on the real node")
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "talker"},
+            "spec": on_real_node(
+                {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": BUSYBOX,
+                            "imagePullPolicy": "Never",
+                            "command": ["sh", "-c", "echo hello from $(hostname); exec sleep 600"],
+                            "securityContext": {
+                                "runAsUser": 1000,
+                                "runAsNonRoot": True,
+                                "allowPrivilegeEscalation": False,
+                            },
+                        }
+                    ],
+                }
+            ),
+        },
+    )
+    wait_until(
+        lambda: core.read_namespaced_pod("talker", namespace).status.phase == "Running",
+        timeout=120,
+        interval=0.5,
+        what="busybox pod talker Running on the real node",
+    )
     node = core.read_node(realnode)
     assert node.status.daemon_endpoints.kubelet_endpoint.port == KUBELET_PORT
     assert [a.address for a in node.status.addresses if a.type == "InternalIP"] == [NODE_IP]
-    logs = wait_until(lambda: "hello from talker" in (out := cluster.kubectl("-n", namespace, "logs", "talker").stdout) and out,
-                      timeout=30, interval=0.5, what="kubectl logs talker")
+    logs = wait_until(
+        lambda: "hello from talker" in (out := cluster.kubectl("-n", namespace, "logs", "talker").stdout) and out,
+        timeout=30,
+        interval=0.5,
+        what="kubectl logs talker",
+    )
     assert logs.strip() == "hello from talker", logs
     ex = cluster.kubectl("-n", namespace, "exec", "talker", "--", "sh", "-c", "id -u; cat /etc/hostname")
     assert ex.stdout.split() == ["1000", "talker"], ex
     url = f"https://{NODE_IP}:{KUBELET_PORT}/healthz"
     curl = ["curl", "-ksS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}", url]
     assert subprocess.run(curl, capture_output=True, text=True, timeout=30).stdout == "200"
-    nobody = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *curl],
-                            capture_output=True, text=True, timeout=30)
-    assert nobody.returncode != 0 and nobody.stdout != "200", nobody   # another uid gets a reset
+    nobody = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *curl],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert nobody.returncode != 0 and nobody.stdout != "200", nobody  # another uid gets a reset
 
 
 def quickstart(steps: int | None = None, every: int | None = None) -> dict[str, Any]:
@@ -138,28 +225,50 @@ def operated(realnode, cluster, k8s, namespace, wait_until, hostpath_pv, tmp_pat
     from chart.rbac import helm_install
 
     helm = str(cluster.bin / "helm")
-    with helm_install(helm, cluster, namespace, sets=["replicaCount=0", f"watchNamespaces={{{namespace}}}",
-                                                      f"trainerImage={TRAINER_IMAGE}"]) as inst:
-        op = OperatorProcess(str(inst.kubeconfig), [namespace], tmp_path / "operator.log",
-                             extra_env={"TFPS_DEFAULT_IMAGE": TRAINER_IMAGE}).start()
+    with helm_install(
+        helm,
+        cluster,
+        namespace,
+        sets=["replicaCount=0", f"watchNamespaces={{{namespace}}}", f"trainerImage={TRAINER_IMAGE}"],
+    ) as inst:
+        op = OperatorProcess(
+            str(inst.kubeconfig),
+            [namespace],
+            tmp_path / "operator.log",
+            extra_env={"TFPS_DEFAULT_IMAGE": TRAINER_IMAGE},
+        ).start()
         kube = Kube(k8s, namespace, wait_until)
         try:
             yield kube, op, hostpath_pv
         finally:
             # jobs carry the operator's finalizer: delete them while it still runs, or the namespace hangs
-            for j in kube.custom.list_namespaced_custom_object("tfps.dev", "v1alpha1", namespace, "pstrainingjobs")["items"]:
+            for j in kube.custom.list_namespaced_custom_object("tfps.dev", "v1alpha1", namespace, "pstrainingjobs")[
+                "items"
+            ]:
                 kube.delete_job(j["metadata"]["name"])
             try:
-                wait_until(lambda: not kube.custom.list_namespaced_custom_object(
-                    "tfps.dev", "v1alpha1", namespace, "pstrainingjobs")["items"], timeout=90, interval=1, what="jobs deleted")
+                wait_until(
+                    lambda: (
+                        not kube.custom.list_namespaced_custom_object(
+                            "tfps.dev", "v1alpha1", namespace, "pstrainingjobs"
+                        )["items"]
+                    ),
+                    timeout=90,
+                    interval=1,
+                    what="jobs deleted",
+                )
             finally:
                 op.stop()
 
 
 def trainer_pods_running(kube: Kube, job: str, n: int) -> dict[str, dict[str, Any]] | None:
     pods = kube.trainer_pods(job)
-    running = {k: p for k, p in pods.items() if p["status"].get("phase") == "Running"
-               and all(c.get("ready") for c in p["status"].get("containerStatuses") or [{}])}
+    running = {
+        k: p
+        for k, p in pods.items()
+        if p["status"].get("phase") == "Running"
+        and all(c.get("ready") for c in p["status"].get("containerStatuses") or [{}])
+    }
     return running if len(running) == n else None
 
 
@@ -168,53 +277,68 @@ def test_quickstart_trains_checkpoints_and_exports_on_real_pods(operated, realno
     data = pv(names.pvc_name("quickstart"))
     t0 = time.monotonic()
     kube.create_job(quickstart())
-    pods = wait_until(lambda: trainer_pods_running(kube, "quickstart", 4), timeout=300, interval=1,
-                      what="chief, ps and 2 workers Running on the real node")
+    pods = wait_until(
+        lambda: trainer_pods_running(kube, "quickstart", 4),
+        timeout=300,
+        interval=1,
+        what="chief, ps and 2 workers Running on the real node",
+    )
     t_running = time.monotonic() - t0
     for name, p in pods.items():
         assert p["spec"]["nodeName"] == realnode, name
         assert ipaddress.ip_address(p["status"]["podIP"]) in POD_SUBNET, name
         cs = p["status"]["containerStatuses"][0]
         assert cs["image"].endswith(TRAINER_IMAGE) and cs["imageID"], cs
-    st = wait_until(lambda: (s := kube.status("quickstart")).get("phase") in ("Succeeded", "Failed") and s,
-                    timeout=900, interval=2, what="quickstart Succeeded")
+    st = wait_until(
+        lambda: (s := kube.status("quickstart")).get("phase") in ("Succeeded", "Failed") and s,
+        timeout=900,
+        interval=2,
+        what="quickstart Succeeded",
+    )
     t_done = time.monotonic() - t0
     assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
     steps = kube.job("quickstart")["spec"]["training"]["steps"]
     written = {int(p.name.split("-")[1].split(".")[0]) for p in data.rglob("ckpt-*.index")}
     assert steps in written, sorted(str(p) for p in data.rglob("*"))[:50]  # checkpoints really on the PV
     status_step = (st.get("checkpoint") or {}).get("step")
-    assert status_step is None or status_step in written, st              # if set, it names one of them
+    assert status_step is None or status_step in written, st  # if set, it names one of them
     export = st["export"]
-    assert export["step"] == steps, export                                 # the final checkpoint was exported
+    assert export["step"] == steps, export  # the final checkpoint was exported
     assert {a["format"] for a in export["artifacts"]} == {"savedmodel", "tflite", "onnx"}, export
     for a in export["artifacts"]:
         rel = Path(a["path"])
         on_pv = [p for p in data.rglob(rel.name)]
-        assert on_pv, (a, sorted(str(p) for p in data.rglob("*"))[:80])     # the export Job wrote it to the PV
+        assert on_pv, (a, sorted(str(p) for p in data.rglob("*"))[:80])  # the export Job wrote it to the PV
         assert a["maxError"] is not None, a
     no_image_pulls(kube.core, kube.ns)
     print(f"\nquickstart on the real node: pods Running after {t_running:.0f}s, Succeeded after {t_done:.0f}s")
     if status_step != steps:
         chief = kube.trainer_pods("quickstart").get(names.pod_name("quickstart", "chief", 0), {})
-        message = [cs["state"]["terminated"].get("message") for cs in chief.get("status", {}).get("containerStatuses") or []
-                   if (cs.get("state") or {}).get("terminated")]
+        message = [
+            cs["state"]["terminated"].get("message")
+            for cs in chief.get("status", {}).get("containerStatuses") or []
+            if (cs.get("state") or {}).get("terminated")
+        ]
         # A job that trains within one progress poll (this one: 300 steps in seconds) gets its final
         # checkpoint from the chief's success summary in its termination message.
-        pytest.fail(f"status.checkpoint.step {status_step} != final checkpoint {steps}; "
-                    f"chief's termination message {message!r}")
+        pytest.fail(
+            f"status.checkpoint.step {status_step} != final checkpoint {steps}; chief's termination message {message!r}"
+        )
 
 
 def chief_log_steps(ns: str, marker: str) -> list[int]:
     """Steps in the chief's log lines containing ``marker`` + step (kubelet's files under /var/log/pods),
     every run of the chief pod included."""
     pattern = f"{ns}_{names.pod_name('quickstart', 'chief', 0)}_*/*/*.log"
-    return [int(m.group(1)) for f in Path("/var/log/pods").glob(pattern)
-            for line in f.read_text(errors="replace").splitlines()
-            if (m := re.search(re.escape(marker) + r"(\d+)", line))]
+    return [
+        int(m.group(1))
+        for f in Path("/var/log/pods").glob(pattern)
+        for line in f.read_text(errors="replace").splitlines()
+        if (m := re.search(re.escape(marker) + r"(\d+)", line))
+    ]
 
 
-LONG_STEPS, LONG_EVERY = 6000, 500   # ~2-3 min of training here: time to hit pods mid-run
+LONG_STEPS, LONG_EVERY = 6000, 500  # ~2-3 min of training here: time to hit pods mid-run
 
 
 @pytest.mark.slow
@@ -228,10 +352,18 @@ def test_deleting_a_worker_pod_mid_training_still_completes(operated, wait_until
     uid = kube.trainer_pods("quickstart")[victim]["metadata"]["uid"]
     kube.core.delete_namespaced_pod(victim, kube.ns)
     # the operator replaces the lost worker (a new pod of the same name), the job is not restarted
-    wait_until(lambda: (p := kube.trainer_pods("quickstart").get(victim)) and p["metadata"]["uid"] != uid,
-               timeout=300, interval=1, what=f"{victim} recreated")
-    st = wait_until(lambda: (s := kube.status("quickstart")).get("phase") in ("Succeeded", "Failed") and s,
-                    timeout=1200, interval=2, what="job finished after the worker was deleted")
+    wait_until(
+        lambda: (p := kube.trainer_pods("quickstart").get(victim)) and p["metadata"]["uid"] != uid,
+        timeout=300,
+        interval=1,
+        what=f"{victim} recreated",
+    )
+    st = wait_until(
+        lambda: (s := kube.status("quickstart")).get("phase") in ("Succeeded", "Failed") and s,
+        timeout=1200,
+        interval=2,
+        what="job finished after the worker was deleted",
+    )
     assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
     assert st.get("restarts", 0) == 0, st
     assert LONG_STEPS in chief_log_steps(kube.ns, "completed step "), chief_log_steps(kube.ns, "checkpoint step ")
@@ -243,12 +375,19 @@ def test_deleting_the_ps_pod_restarts_the_job_and_resumes_from_the_checkpoint(op
     pv(names.pvc_name("quickstart"))
     kube.create_job(quickstart(steps=LONG_STEPS, every=LONG_EVERY))
     wait_until(lambda: trainer_pods_running(kube, "quickstart", 4), timeout=300, interval=1, what="pods Running")
-    ck = max(wait_until(lambda: chief_log_steps(kube.ns, "checkpoint step "), timeout=300, interval=1,
-                        what="a first checkpoint"))
+    ck = max(
+        wait_until(
+            lambda: chief_log_steps(kube.ns, "checkpoint step "), timeout=300, interval=1, what="a first checkpoint"
+        )
+    )
     kube.core.delete_namespaced_pod(names.pod_name("quickstart", "ps", 0), kube.ns)
     wait_until(lambda: kube.status("quickstart").get("restarts", 0) >= 1, timeout=300, interval=1, what="a job restart")
-    st = wait_until(lambda: (s := kube.status("quickstart")).get("phase") in ("Succeeded", "Failed") and s,
-                    timeout=1200, interval=2, what="job finished after the PS was deleted")
+    st = wait_until(
+        lambda: (s := kube.status("quickstart")).get("phase") in ("Succeeded", "Failed") and s,
+        timeout=1200,
+        interval=2,
+        what="job finished after the PS was deleted",
+    )
     assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
     assert st["restarts"] == 1, st
     # resumed: the restarted chief's log names a checkpoint at or after the one written before the PS went

@@ -20,8 +20,17 @@ TFPS = Path(sys.executable).with_name("tfps")
 sys.path.insert(0, str(REPO / "tests" / "trainer"))
 
 
-def job_file(tmp: Path, name: str, *, steps: int, every_steps: int, keep: int = 3, backoff: int = 3,
-             export: bool = False, workers: int = 2) -> Path:
+def job_file(
+    tmp: Path,
+    name: str,
+    *,
+    steps: int,
+    every_steps: int,
+    keep: int = 3,
+    backoff: int = 3,
+    export: bool = False,
+    workers: int = 2,
+) -> Path:
     """The quickstart example with the given training/checkpoint/restart settings."""
     doc = yaml.safe_load((REPO / "examples" / "quickstart.yaml").read_text())
     doc["metadata"]["name"] = name
@@ -47,8 +56,9 @@ class Run:
         self.root = work / "default" / self.name
         self.out_path = job.with_suffix(f".{int(time.time() * 1000)}.out")
         out = open(self.out_path, "wb")
-        self.proc = subprocess.Popen([str(TFPS), "run", str(job), "--workdir", str(work), *extra],
-                                     stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+        self.proc = subprocess.Popen(
+            [str(TFPS), "run", str(job), "--workdir", str(work), *extra], stdout=out, stderr=subprocess.STDOUT, cwd=REPO
+        )
         out.close()
 
     @property
@@ -126,9 +136,13 @@ def wait_for(fn: Any, timeout: float, what: str, run: Run | None = None, interva
         if value:
             return value
         if run is not None and run.proc.poll() is not None:
-            raise AssertionError(f"tfps run exited {run.proc.returncode} while waiting for {what}:\n{run.output[-3000:]}")
+            raise AssertionError(
+                f"tfps run exited {run.proc.returncode} while waiting for {what}:\n{run.output[-3000:]}"
+            )
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f":\n{run.output[-3000:]}" if run else ""))
+            raise AssertionError(
+                f"timed out after {timeout}s waiting for {what}" + (f":\n{run.output[-3000:]}" if run else "")
+            )
         time.sleep(interval)
 
 

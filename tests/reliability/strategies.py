@@ -40,8 +40,18 @@ env_names = st.sampled_from(["A", "LOG_LEVEL", "TF_CPP_MIN_LOG_LEVEL", "PYTHONPA
 quantities = st.sampled_from(["1", "500m", "2Gi", "128Mi", 1, 2, "0.5"])
 
 # (limit, request) pairs with request <= limit, in mixed notations (compared as quantities, not strings).
-_BELOW_LIMIT = [("1", "1000m"), ("1", "500m"), (2, "1.5"), ("2", 2), ("1Gi", "1024Mi"), ("1Gi", "1G"), ("4Gi", 1024),
-                ("500m", "0.5"), ("1.5", "1500m"), ("128Mi", "128Mi")]
+_BELOW_LIMIT = [
+    ("1", "1000m"),
+    ("1", "500m"),
+    (2, "1.5"),
+    ("2", 2),
+    ("1Gi", "1024Mi"),
+    ("1Gi", "1G"),
+    ("4Gi", 1024),
+    ("500m", "0.5"),
+    ("1.5", "1500m"),
+    ("128Mi", "128Mi"),
+]
 # (limit, request) pairs of an extended resource: whole numbers, the request equal to the limit.
 _EQUAL_WHOLE = [(1, "1"), ("2", 2), ("4", "4"), (8, 8), ("1k", "1e3")]
 
@@ -79,10 +89,42 @@ def resources() -> st.SearchStrategy[dict[str, Any] | None]:
     return st.none() | valid_resources()
 
 
-_ANY_NAMES = ["cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "nvidia.com/gpu", "example.com/fpga",
-              "kubernetes.io/foo", "gpu", "cpus"]
-_ANY_QUANTITIES = ["0", "1", 1, 2, "2", "1000m", "500m", "1.5", "1.0", "1001m", "1k", "1e3", "1Gi", "1024Mi", "1025Mi",
-                   "1G", "2Mi", "4Mi", "1Mi", 1024, "0.5", "1.5Gi", "3"]
+_ANY_NAMES = [
+    "cpu",
+    "memory",
+    "ephemeral-storage",
+    "hugepages-2Mi",
+    "nvidia.com/gpu",
+    "example.com/fpga",
+    "kubernetes.io/foo",
+    "gpu",
+    "cpus",
+]
+_ANY_QUANTITIES = [
+    "0",
+    "1",
+    1,
+    2,
+    "2",
+    "1000m",
+    "500m",
+    "1.5",
+    "1.0",
+    "1001m",
+    "1k",
+    "1e3",
+    "1Gi",
+    "1024Mi",
+    "1025Mi",
+    "1G",
+    "2Mi",
+    "4Mi",
+    "1Mi",
+    1024,
+    "0.5",
+    "1.5Gi",
+    "3",
+]
 
 
 @st.composite
@@ -92,7 +134,9 @@ def any_resources(draw: st.DrawFn) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for part in ("limits", "requests"):
         if draw(st.booleans()):
-            out[part] = draw(st.dictionaries(st.sampled_from(_ANY_NAMES), st.sampled_from(_ANY_QUANTITIES), min_size=1, max_size=3))
+            out[part] = draw(
+                st.dictionaries(st.sampled_from(_ANY_NAMES), st.sampled_from(_ANY_QUANTITIES), min_size=1, max_size=3)
+            )
     if "limits" in out and "requests" in out and draw(st.booleans()):  # often the same names in both
         out["requests"] = {k: draw(st.sampled_from(_ANY_QUANTITIES)) for k in out["limits"]}
     return out
@@ -107,12 +151,17 @@ def templates(draw: st.DrawFn) -> dict[str, Any] | None:
         return None
     meta: dict[str, Any] = {}
     if draw(st.booleans()):
-        meta["labels"] = draw(st.dictionaries(
-            st.sampled_from(["team", "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of", "x"]),
-            label_values, max_size=3))
+        meta["labels"] = draw(
+            st.dictionaries(
+                st.sampled_from(["team", "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of", "x"]),
+                label_values,
+                max_size=3,
+            )
+        )
     if draw(st.booleans()):
-        meta["annotations"] = draw(st.dictionaries(st.sampled_from(["note", "sidecar.istio.io/inject"]), label_values,
-                                                   max_size=2))
+        meta["annotations"] = draw(
+            st.dictionaries(st.sampled_from(["note", "sidecar.istio.io/inject"]), label_values, max_size=2)
+        )
     spec: dict[str, Any] = {}
     if draw(st.booleans()):
         spec["env"] = [{"name": n, "value": "v"} for n in draw(st.lists(env_names, max_size=3, unique=True))]
@@ -161,29 +210,42 @@ def valid_jobs(draw: st.DrawFn) -> dict[str, Any]:
     steps = draw(st.integers(1, 10**7))
     if evaluator and "everySeconds" not in checkpoint:  # CEL: an evaluator needs checkpoints during training
         steps = max(steps, every_steps + 1)  # type: ignore[operator]
-    training: dict[str, Any] = {"steps": steps, "batchSize": draw(st.integers(1, 4096)),
-                                "checkpoint": checkpoint, "checkNumerics": draw(st.booleans()),
-                                "port": draw(st.integers(1024, 65535).filter(lambda p: p != DEFAULT_PROGRESS_PORT))}
+    training: dict[str, Any] = {
+        "steps": steps,
+        "batchSize": draw(st.integers(1, 4096)),
+        "checkpoint": checkpoint,
+        "checkNumerics": draw(st.booleans()),
+        "port": draw(st.integers(1024, 65535).filter(lambda p: p != DEFAULT_PROGRESS_PORT)),
+    }
     if draw(st.booleans()):
         training["variablePartitioner"] = {"maxShards": draw(st.integers(1, 8))}
     if draw(st.booleans()):
         training["seed"] = draw(st.integers(0, 2**31))
-    storage = draw(st.sampled_from([
-        {"claimName": "data"},
-        {"claimName": "data", "mountPath": "/data"},
-        {"volumeClaimTemplate": {"size": "1Gi"}},
-        {"volumeClaimTemplate": {"size": "5Gi", "storageClassName": "fast", "accessModes": ["ReadWriteOnce"]}},
-    ]))
+    storage = draw(
+        st.sampled_from(
+            [
+                {"claimName": "data"},
+                {"claimName": "data", "mountPath": "/data"},
+                {"volumeClaimTemplate": {"size": "1Gi"}},
+                {"volumeClaimTemplate": {"size": "5Gi", "storageClassName": "fast", "accessModes": ["ReadWriteOnce"]}},
+            ]
+        )
+    )
     formats = draw(st.lists(st.sampled_from(["savedmodel", "tflite", "onnx"]), min_size=1, max_size=3, unique=True))
     quant = draw(st.sampled_from(["none", "dynamic", "float16", "int8"]))
-    export: dict[str, Any] = {"enabled": draw(st.booleans()), "formats": formats,
-                              "tflite": {"quantization": quant, "calibrationSamples": 64 if quant == "int8" else 0},
-                              "backoffLimit": draw(st.integers(0, 10))}
+    export: dict[str, Any] = {
+        "enabled": draw(st.booleans()),
+        "formats": formats,
+        "tflite": {"quantization": quant, "calibrationSamples": 64 if quant == "int8" else 0},
+        "backoffLimit": draw(st.integers(0, 10)),
+    }
     if draw(st.booleans()):
         export["resources"] = draw(valid_resources())
-    run_policy: dict[str, Any] = {"backoffLimit": draw(st.integers(0, 100)),
-                                  "cleanPodPolicy": draw(st.sampled_from(["All", "Running", "None"])),
-                                  "suspend": draw(st.booleans())}
+    run_policy: dict[str, Any] = {
+        "backoffLimit": draw(st.integers(0, 100)),
+        "cleanPodPolicy": draw(st.sampled_from(["All", "Running", "None"])),
+        "suspend": draw(st.booleans()),
+    }
     if draw(st.booleans()):
         run_policy["activeDeadlineSeconds"] = draw(st.integers(1, 10**6))
     if draw(st.booleans()):
@@ -191,12 +253,22 @@ def valid_jobs(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         run_policy["schedulerName"] = "volcano"
     spec: dict[str, Any] = {
-        "model": {"module": draw(st.sampled_from(["tfps_trainer.examples.linear", "mymodel", "a.b_c.d"])),
-                  "args": draw(st.dictionaries(st.sampled_from(["lr", "features", "layers"]),
-                                               st.integers(0, 9) | st.floats(0, 1) | st.lists(st.integers(1, 64), max_size=3),
-                                               max_size=3))},
-        "replicas": {"chief": draw(replica(1, 1)), "ps": draw(replica(1, 4)), "worker": draw(replica(1, 6)),
-                     "evaluator": draw(replica(evaluator, evaluator))},
+        "model": {
+            "module": draw(st.sampled_from(["tfps_trainer.examples.linear", "mymodel", "a.b_c.d"])),
+            "args": draw(
+                st.dictionaries(
+                    st.sampled_from(["lr", "features", "layers"]),
+                    st.integers(0, 9) | st.floats(0, 1) | st.lists(st.integers(1, 64), max_size=3),
+                    max_size=3,
+                )
+            ),
+        },
+        "replicas": {
+            "chief": draw(replica(1, 1)),
+            "ps": draw(replica(1, 4)),
+            "worker": draw(replica(1, 6)),
+            "evaluator": draw(replica(evaluator, evaluator)),
+        },
         "training": training,
         "storage": storage,
         "export": export,
@@ -204,10 +276,17 @@ def valid_jobs(draw: st.DrawFn) -> dict[str, Any]:
     }
     if draw(st.booleans()):
         spec["image"] = "registry.example/trainer:1"
-    return {"apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob",
-            "metadata": {"name": draw(job_names()), "namespace": draw(st.sampled_from(["default", "team-a"])),
-                         "uid": UID, "generation": draw(st.integers(1, 50))},
-            "spec": spec}
+    return {
+        "apiVersion": "tfps.dev/v1alpha1",
+        "kind": "PSTrainingJob",
+        "metadata": {
+            "name": draw(job_names()),
+            "namespace": draw(st.sampled_from(["default", "team-a"])),
+            "uid": UID,
+            "generation": draw(st.integers(1, 50)),
+        },
+        "spec": spec,
+    }
 
 
 # --- what the operator may observe ------------------------------------------------------------------
@@ -223,31 +302,47 @@ def statuses(draw: st.DrawFn) -> dict[str, Any]:
     if phase:
         st_["phase"] = phase
     if draw(st.booleans()):
-        st_["startTime"] = draw(st.sampled_from(["2026-01-01T11:00:00Z", "2026-01-01T12:00:00Z", "2020-01-01T00:00:00Z"]))
+        st_["startTime"] = draw(
+            st.sampled_from(["2026-01-01T11:00:00Z", "2026-01-01T12:00:00Z", "2020-01-01T00:00:00Z"])
+        )
     if phase in ("Succeeded", "Failed") and draw(st.booleans()):
         st_["completionTime"] = "2026-01-01T11:30:00Z"
     if phase == "Exporting" and draw(st.booleans()):
         st_["export"] = {"jobName": "whatever-export"}
     if draw(st.booleans()):
-        st_["conditions"] = [{"type": draw(st.sampled_from(["Running", "Created", "Failed", "Restarting"])),
-                              "status": draw(st.sampled_from(["True", "False", "Unknown"])), "reason": "R"}]
+        st_["conditions"] = [
+            {
+                "type": draw(st.sampled_from(["Running", "Created", "Failed", "Restarting"])),
+                "status": draw(st.sampled_from(["True", "False", "Unknown"])),
+                "reason": "R",
+            }
+        ]
     return st_
 
 
-TERMINATED_MESSAGES = st.sampled_from([
-    "", "OOMKilled", "tfps-trainer chief/0: lost parameter server ps/0",
-    '{"ok":true,"step":10,"path":"exports/10","manifest":"exports/10/manifest.json","artifacts":[]}',
-    '{"ok":false,"reason":"VerificationFailed","message":"onnx: too far"}',
-    '{"ok":tru', "\x00\xff garbage", "x" * 5000,
-])
+TERMINATED_MESSAGES = st.sampled_from(
+    [
+        "",
+        "OOMKilled",
+        "tfps-trainer chief/0: lost parameter server ps/0",
+        '{"ok":true,"step":10,"path":"exports/10","manifest":"exports/10/manifest.json","artifacts":[]}',
+        '{"ok":false,"reason":"VerificationFailed","message":"onnx: too far"}',
+        '{"ok":tru',
+        "\x00\xff garbage",
+        "x" * 5000,
+    ]
+)
 
 
 @st.composite
 def raw_pod(draw: st.DrawFn, job: str, role: str, index: int, restart_max: int) -> dict[str, Any]:
     name = names.pod_name(job, role, index)  # type: ignore[arg-type]
     phase = draw(st.sampled_from(["Pending", "Running", "Succeeded", "Failed", "Unknown", None]))
-    meta: dict[str, Any] = {"name": name, "uid": f"uid-{name}-{draw(st.integers(0, 10**6))}",
-                            "labels": pod_labels(job, role, index, draw(st.integers(0, restart_max)))}  # type: ignore[arg-type]
+    meta: dict[str, Any] = {
+        "name": name,
+        "uid": f"uid-{name}-{draw(st.integers(0, 10**6))}",
+        "labels": pod_labels(job, role, index, draw(st.integers(0, restart_max))),
+    }  # type: ignore[arg-type]
     if draw(st.integers(0, 9)) == 0:
         meta["labels"]["tfps.dev/restart"] = draw(st.sampled_from(["", "x", "-1", "99999999999999999999"]))
     if draw(st.integers(0, 4)) == 0:
@@ -256,12 +351,19 @@ def raw_pod(draw: st.DrawFn, job: str, role: str, index: int, restart_max: int) 
     if phase:
         status["phase"] = phase
     if draw(st.booleans()):
-        status["conditions"] = [{"type": "PodScheduled", "status": draw(st.sampled_from(["True", "False"])),
-                                 "message": "0/2 nodes are available"},
-                                {"type": "Ready", "status": draw(st.sampled_from(["True", "False"]))}]
+        status["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": draw(st.sampled_from(["True", "False"])),
+                "message": "0/2 nodes are available",
+            },
+            {"type": "Ready", "status": draw(st.sampled_from(["True", "False"]))},
+        ]
     if phase in ("Failed", "Succeeded") or draw(st.integers(0, 5)) == 0:
-        term: dict[str, Any] = {"exitCode": draw(st.sampled_from([0, 1, 2, 5, 7, 137, 143, 255])),
-                                "message": draw(TERMINATED_MESSAGES)}
+        term: dict[str, Any] = {
+            "exitCode": draw(st.sampled_from([0, 1, 2, 5, 7, 137, 143, 255])),
+            "message": draw(TERMINATED_MESSAGES),
+        }
         if draw(st.booleans()):
             term["finishedAt"] = "2026-01-01T12:00:0%dZ" % draw(st.integers(0, 9))
         key = draw(st.sampled_from(["state", "lastState"]))
@@ -270,13 +372,18 @@ def raw_pod(draw: st.DrawFn, job: str, role: str, index: int, restart_max: int) 
 
 
 @st.composite
-def observed_children(draw: st.DrawFn, job: dict[str, Any], restart_max: int) -> tuple[list[dict], dict | None, set[str]]:
+def observed_children(
+    draw: st.DrawFn, job: dict[str, Any], restart_max: int
+) -> tuple[list[dict], dict | None, set[str]]:
     """Raw pods (a random subset, any phase, any restart label, extra indexes beyond the spec),
     a raw export Job (absent, running, complete or failed) and which infra children exist."""
     name = job["metadata"]["name"]
     r = job["spec"]["replicas"]
-    slots = [(role, i) for role in ("chief", "ps", "worker", "evaluator")
-             for i in range(r.get(role, {}).get("replicas", 0) + (1 if role in ("ps", "worker") else 0))]
+    slots = [
+        (role, i)
+        for role in ("chief", "ps", "worker", "evaluator")
+        for i in range(r.get(role, {}).get("replicas", 0) + (1 if role in ("ps", "worker") else 0))
+    ]
     chosen = draw(st.lists(st.sampled_from(slots), unique=True, max_size=len(slots))) if slots else []
     pods = [draw(raw_pod(name, role, i, restart_max)) for role, i in chosen]
     if draw(st.booleans()):  # export pods
@@ -284,28 +391,57 @@ def observed_children(draw: st.DrawFn, job: dict[str, Any], restart_max: int) ->
             phase = draw(st.sampled_from(["Running", "Succeeded", "Failed"]))
             st_: dict[str, Any] = {"phase": phase}
             if phase != "Running":
-                st_["containerStatuses"] = [{"name": "trainer", "state": {"terminated": {
-                    "exitCode": 0 if phase == "Succeeded" else draw(st.sampled_from([1, 5, 7, 9, 137])),
-                    "message": draw(TERMINATED_MESSAGES)}}}]
-            pods.append({"metadata": {"name": f"{names.export_job_name(name)}-{k}", "uid": f"uid-exp-{k}",
-                                      "labels": base_labels(name, EXPORT_COMPONENT)}, "status": st_})
+                st_["containerStatuses"] = [
+                    {
+                        "name": "trainer",
+                        "state": {
+                            "terminated": {
+                                "exitCode": 0 if phase == "Succeeded" else draw(st.sampled_from([1, 5, 7, 9, 137])),
+                                "message": draw(TERMINATED_MESSAGES),
+                            }
+                        },
+                    }
+                ]
+            pods.append(
+                {
+                    "metadata": {
+                        "name": f"{names.export_job_name(name)}-{k}",
+                        "uid": f"uid-exp-{k}",
+                        "labels": base_labels(name, EXPORT_COMPONENT),
+                    },
+                    "status": st_,
+                }
+            )
     export_job = None
     if draw(st.booleans()):
         cond = draw(st.sampled_from([None, "Complete", "Failed"]))
-        export_job = {"metadata": {"name": names.export_job_name(name), "uid": "uid-export-job"},
-                      "status": {"conditions": [{"type": cond, "status": "True", "reason": "BackoffLimitExceeded",
-                                                 "message": "m"}] if cond else []}}
-    infra = {f"Service/{names.service_name(name)}", f"NetworkPolicy/{names.network_policy_name(name)}",
-             f"PersistentVolumeClaim/{names.pvc_name(name)}"}
+        export_job = {
+            "metadata": {"name": names.export_job_name(name), "uid": "uid-export-job"},
+            "status": {
+                "conditions": [{"type": cond, "status": "True", "reason": "BackoffLimitExceeded", "message": "m"}]
+                if cond
+                else []
+            },
+        }
+    infra = {
+        f"Service/{names.service_name(name)}",
+        f"NetworkPolicy/{names.network_policy_name(name)}",
+        f"PersistentVolumeClaim/{names.pvc_name(name)}",
+    }
     existing = set(draw(st.lists(st.sampled_from(sorted(infra)), unique=True)))
     return pods, export_job, existing
 
 
 # --- malformed bodies ---------------------------------------------------------------------------------
 
-json_leaves = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False) | st.text(max_size=12)
-json_values = st.recursive(json_leaves, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=8), kids, max_size=3),
-                           max_leaves=8)
+json_leaves = (
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False) | st.text(max_size=12)
+)
+json_values = st.recursive(
+    json_leaves,
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=8), kids, max_size=3),
+    max_leaves=8,
+)
 
 
 @st.composite

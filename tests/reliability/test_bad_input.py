@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from tfps_operator.api.validate import JobValidationError, validate_job
+from tfps_operator.controller import Controller, parse_status
 from tfps_operator.manifests.export_job import export_job
 from tfps_operator.manifests.jobsettings import job_settings, replica_counts
 from tfps_operator.manifests.netpol import network_policy
 from tfps_operator.manifests.pods import desired_pods
 from tfps_operator.manifests.pvc import storage_claim
 from tfps_operator.manifests.service import headless_service
-from tfps_operator.controller import Controller, parse_status
 from tfps_operator.reconcile.machine import invalid_spec, reconcile
 from tfps_operator.reconcile.observed import observe
 from tfps_operator.reconcile.plan import Create, Delete, DeleteOwner
@@ -35,11 +35,14 @@ from tfps_trainer.config import JobSettings
 from .strategies import mangled_bodies, observed_children, statuses, valid_jobs
 
 CFG = BuildConfig(default_image="tfps-trainer:test")
-T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 PHASES = {"Pending", "Running", "Restarting", "Exporting", "Succeeded", "Failed", "Suspended"}
-COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-              phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink])  # no "explain": minutes on 2 busy cores
+COMMON = dict(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+)  # no "explain": minutes on 2 busy cores
 
 
 @given(valid_jobs())
@@ -54,8 +57,9 @@ def test_every_accepted_job_builds_every_child(body: dict[str, Any]) -> None:
             assert len(name) <= 63 and DNS_LABEL.match(name), name
             env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
             tf = json.loads(env["TF_CONFIG"])
-            assert {r: len(a) for r, a in tf["cluster"].items()} == {r: n for r, n in counts.items() if n and r != "evaluator"} \
-                or tf["task"]["type"] == "evaluator"
+            assert {r: len(a) for r, a in tf["cluster"].items()} == {
+                r: n for r, n in counts.items() if n and r != "evaluator"
+            } or tf["task"]["type"] == "evaluator"
             assert JobSettings.from_env({"TFPS_JOB": env["TFPS_JOB"]}).steps == job.spec.training.steps
             assert pod["metadata"]["labels"]["tfps.dev/restart"] == str(restart)
     for manifest in (headless_service(job, CFG), network_policy(job, CFG), storage_claim(job)):
@@ -73,7 +77,7 @@ def test_reconcile_never_raises_and_never_duplicates_on_any_observation(data: st
     raw_status = data.draw(statuses(), label="status")
     status = parse_status(raw_status)
     pods, ej, existing = data.draw(observed_children(body, restart_max=status.restarts + 1), label="children")
-    now = T0 + timedelta(seconds=data.draw(st.integers(-10**6, 10**7), label="now"))
+    now = T0 + timedelta(seconds=data.draw(st.integers(-(10**6), 10**7), label="now"))
     obs = observe(pods, ej, existing)
 
     plan = reconcile(job, status, obs, now, CFG)
@@ -85,7 +89,9 @@ def test_reconcile_never_raises_and_never_duplicates_on_any_observation(data: st
     keys = [a.key for a in plan.actions if isinstance(a, Create)]
     assert len(keys) == len(set(keys)), f"the same child created twice in one plan: {keys}"
     present = {p.name for p in obs.pods}
-    assert not [k for k in keys if k.startswith("Pod/") and k[4:] in present], "a pod created while one of that name exists"
+    assert not [k for k in keys if k.startswith("Pod/") and k[4:] in present], (
+        "a pod created while one of that name exists"
+    )
     if ej is not None:
         assert f"Job/{ej['metadata']['name']}" not in keys, "a second export Job"
     uids = {p.uid for p in obs.pods} | ({obs.export_job.uid} if obs.export_job else set())
@@ -113,8 +119,9 @@ def _controller() -> Controller:
 
 @given(mangled_bodies(), statuses())
 @settings(max_examples=250, **COMMON)
-def test_a_body_that_slipped_past_validation_ends_in_invalid_spec_not_a_crash_loop(body: dict[str, Any],
-                                                                                 raw_status: dict[str, Any]) -> None:
+def test_a_body_that_slipped_past_validation_ends_in_invalid_spec_not_a_crash_loop(
+    body: dict[str, Any], raw_status: dict[str, Any]
+) -> None:
     parsed = _controller()._job(body)  # must not raise: an exception here is retried forever
     status = parse_status(raw_status)
     if not isinstance(parsed, str):
@@ -137,16 +144,42 @@ def test_a_body_that_slipped_past_validation_ends_in_invalid_spec_not_a_crash_lo
     assert (failed.status, failed.reason, failed.message) == ("True", "InvalidSpec", parsed)
     assert [e.reason for e in plan.events] == ["InvalidSpec"]
     # The next pass (a resync, or a restarted operator) reads this status back: nothing more happens.
-    again = invalid_spec(parse_status(plan.status.to_wire() if hasattr(plan.status, "to_wire") else
-                                      plan.status.model_dump(by_alias=True, mode="json", exclude_none=True)),
-                         body["metadata"].get("generation"), parsed, T0 + timedelta(seconds=60))
+    again = invalid_spec(
+        parse_status(
+            plan.status.to_wire()
+            if hasattr(plan.status, "to_wire")
+            else plan.status.model_dump(by_alias=True, mode="json", exclude_none=True)
+        ),
+        body["metadata"].get("generation"),
+        parsed,
+        T0 + timedelta(seconds=60),
+    )
     assert not again.events and not again.actions and again.status.phase == "Failed"
 
 
-@given(st.dictionaries(st.sampled_from(["phase", "restarts", "conditions", "startTime", "export", "replicaStatuses",
-                                        "checkpoint", "workers", "unknownField"]),
-                       st.none() | st.integers() | st.text(max_size=8) | st.lists(st.integers(), max_size=2)
-                       | st.dictionaries(st.text(max_size=4), st.integers(), max_size=2), max_size=5))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "phase",
+                "restarts",
+                "conditions",
+                "startTime",
+                "export",
+                "replicaStatuses",
+                "checkpoint",
+                "workers",
+                "unknownField",
+            ]
+        ),
+        st.none()
+        | st.integers()
+        | st.text(max_size=8)
+        | st.lists(st.integers(), max_size=2)
+        | st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+        max_size=5,
+    )
+)
 @settings(max_examples=200, **COMMON)
 def test_any_stored_status_is_read_or_rebuilt(raw: dict[str, Any]) -> None:
     """A status written by another operator version (or by hand) never stops the reconcile loop."""

@@ -64,7 +64,10 @@ def test_damaged_checkpoint_is_refused_as_corrupt(earlier: Path, tmp_path: Path,
     else:
         (root / "checkpoints" / "ckpt-20.index").write_bytes(os.urandom(512))
     run = helpers.run_export(helpers.settings(root, LINEAR, ARGS, formats=FORMATS, verify_samples=16), "--step", "20")
-    assert run.rc == 5 and not run.result.ok and run.result.reason == "CheckpointCorrupt", (run.result, run.stderr[-2000:])
+    assert run.rc == 5 and not run.result.ok and run.result.reason == "CheckpointCorrupt", (
+        run.result,
+        run.stderr[-2000:],
+    )
     assert "ckpt-20" in run.result.message
     _assert_nothing_published(root, before)
 

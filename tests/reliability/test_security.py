@@ -25,10 +25,14 @@ from tfps_operator.settings import OPERATOR_POD_LABELS, BuildConfig
 
 from .strategies import any_resources, valid_jobs
 
-CFG = BuildConfig(default_image="tfps-trainer:test", operator_namespace_labels={"kubernetes.io/metadata.name": "tfps-system"})
-COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                    HealthCheck.function_scoped_fixture],
-              phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink])
+CFG = BuildConfig(
+    default_image="tfps-trainer:test", operator_namespace_labels={"kubernetes.io/metadata.name": "tfps-system"}
+)
+COMMON = dict(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+)
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
@@ -46,7 +50,9 @@ def _pods(body: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
 
 @given(valid_jobs(), valid_jobs())
 @settings(max_examples=200, **COMMON)
-def test_network_policy_selects_exactly_the_jobs_pods_and_ports(body: dict[str, Any], other_body: dict[str, Any]) -> None:
+def test_network_policy_selects_exactly_the_jobs_pods_and_ports(
+    body: dict[str, Any], other_body: dict[str, Any]
+) -> None:
     name = body["metadata"]["name"]
     if other_body["metadata"]["name"] == name:  # another job: any other valid name
         other_body["metadata"]["name"] = name[:46] + ("-yy" if name.endswith("-zz") else "-zz")
@@ -64,12 +70,18 @@ def test_network_policy_selects_exactly_the_jobs_pods_and_ports(body: dict[str, 
     assert grpc["ports"] == [{"protocol": "TCP", "port": job.spec.training.port}]
     assert grpc["from"] == [{"podSelector": spec["podSelector"]}], "gRPC (no authentication) is open to the job only"
     assert progress["ports"] == [{"protocol": "TCP", "port": CFG.progress_port}]
-    assert progress["from"] == [{"namespaceSelector": {"matchLabels": dict(CFG.operator_namespace_labels)},
-                                 "podSelector": {"matchLabels": dict(CFG.operator_pod_labels)}}]
+    assert progress["from"] == [
+        {
+            "namespaceSelector": {"matchLabels": dict(CFG.operator_namespace_labels)},
+            "podSelector": {"matchLabels": dict(CFG.operator_pod_labels)},
+        }
+    ]
     opened = {job.spec.training.port, CFG.progress_port}
     for pod in pods:
         for c in pod["spec"]["containers"]:
-            assert {p["containerPort"] for p in c.get("ports", [])} <= opened, "a listening port the policy does not cover"
+            assert {p["containerPort"] for p in c.get("ports", [])} <= opened, (
+                "a listening port the policy does not cover"
+            )
 
 
 @given(valid_jobs())
@@ -90,8 +102,9 @@ def test_no_pod_carries_an_api_token(body: dict[str, Any]) -> None:
 @pytest.mark.cluster
 @given(body=valid_jobs())
 @settings(max_examples=12, **COMMON)
-def test_the_api_server_admits_every_built_pod_under_podsecurity_restricted(body: dict[str, Any], kubectl: Any,
-                                                                             restricted_namespace: str) -> None:
+def test_the_api_server_admits_every_built_pod_under_podsecurity_restricted(
+    body: dict[str, Any], kubectl: Any, restricted_namespace: str
+) -> None:
     import json
 
     body["metadata"]["namespace"] = restricted_namespace
@@ -99,12 +112,27 @@ def test_the_api_server_admits_every_built_pod_under_podsecurity_restricted(body
     ej = export_job(job, CFG)
     tpl = ej["spec"]["template"]
     # The export Job's pods are made by the Job controller: admit its template as a pod too.
-    probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "export-probe", **tpl["metadata"]}, "spec": tpl["spec"]}
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "export-probe", **tpl["metadata"]},
+        "spec": tpl["spec"],
+    }
     items = [*desired_pods(job, CFG).values(), ej, probe]
     # kubectl sends the manifests as they are (int quantities included, as the operator does); the
     # sync Python client would refuse some client-side. PodSecurity answers dry-run requests too.
-    out = kubectl("create", "--dry-run=server", "-n", restricted_namespace, "-o", "name", "-f", "-",
-                  input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}), check=False)
+    out = kubectl(
+        "create",
+        "--dry-run=server",
+        "-n",
+        restricted_namespace,
+        "-o",
+        "name",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+        check=False,
+    )
     assert out.returncode == 0, f"refused: {out.stderr}"
     assert len(out.stdout.split()) == len(items)
 
@@ -114,9 +142,16 @@ def test_extended_resource_requests_without_limits_are_refused_by_the_api() -> N
     was accepted and could never create its pods)."""
     from tfps_operator.api.validate import JobValidationError
 
-    body = {"apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob", "metadata": {"name": "gpu"},
-            "spec": {"model": {"module": "m"}, "training": {"steps": 10},
-                     "replicas": {"worker": {"replicas": 1, "resources": {"requests": {"nvidia.com/gpu": 1}}}}}}
+    body = {
+        "apiVersion": "tfps.dev/v1alpha1",
+        "kind": "PSTrainingJob",
+        "metadata": {"name": "gpu"},
+        "spec": {
+            "model": {"module": "m"},
+            "training": {"steps": 10},
+            "replicas": {"worker": {"replicas": 1, "resources": {"requests": {"nvidia.com/gpu": 1}}}},
+        },
+    }
     with pytest.raises(JobValidationError, match="nvidia.com/gpu"):
         validate_job(body)
     body["spec"]["replicas"]["worker"]["resources"] = {"limits": {"nvidia.com/gpu": "500m"}}
@@ -140,7 +175,7 @@ def _whole_number_only(errors: list[Any], resources: dict[str, Any]) -> bool:
             return False
         q = parse(str(value))
         if key.startswith("hugepages-"):
-            return (q.value / parse(key[len("hugepages-"):]).value).denominator == 1
+            return (q.value / parse(key[len("hugepages-") :]).value).denominator == 1
         return q.value.denominator == 1
 
     return bool(errors) and all(whole_value_written_otherwise(e) for e in errors)
@@ -149,8 +184,9 @@ def _whole_number_only(errors: list[Any], resources: dict[str, Any]) -> bool:
 @pytest.mark.cluster
 @given(resources=any_resources())
 @settings(max_examples=40, **COMMON)
-def test_the_api_accepts_only_resources_a_pod_can_have(resources: dict[str, Any], kubectl: Any, psjob_crd: Any,
-                                                        restricted_namespace: str) -> None:
+def test_the_api_accepts_only_resources_a_pod_can_have(
+    resources: dict[str, Any], kubectl: Any, psjob_crd: Any, restricted_namespace: str
+) -> None:
     """Three verdicts on random resources (requests without limits, above, below or equal to them in
     other notations, fractional GPUs, hugepages, unknown names): ``validate_job``, the API server on the
     PSTrainingJob (CRD schema + CEL, dry-run) and the API server on the Pod the operator builds from it
@@ -159,29 +195,48 @@ def test_the_api_accepts_only_resources_a_pod_can_have(resources: dict[str, Any]
 
     from tfps_operator.api.validate import JobValidationError
 
-    body = {"apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob",
-            "metadata": {"name": "res", "namespace": restricted_namespace},
-            "spec": {"model": {"module": "m"}, "training": {"steps": 10},
-                     "replicas": {"worker": {"replicas": 1, "resources": resources}}}}
+    body = {
+        "apiVersion": "tfps.dev/v1alpha1",
+        "kind": "PSTrainingJob",
+        "metadata": {"name": "res", "namespace": restricted_namespace},
+        "spec": {
+            "model": {"module": "m"},
+            "training": {"steps": 10},
+            "replicas": {"worker": {"replicas": 1, "resources": resources}},
+        },
+    }
     try:
         validate_job(body)
         client_errors: list[Any] = []
     except JobValidationError as e:
         client_errors = e.errors
     job_out = kubectl("create", "--dry-run=server", "-o", "name", "-f", "-", input=json.dumps(body), check=False)
-    assert (job_out.returncode == 0) == (not client_errors), \
+    assert (job_out.returncode == 0) == (not client_errors), (
         f"API server and tfps validate disagree on {resources}: server {job_out.stderr.strip() or 'accepted'}; client {client_errors}"
+    )
     for err in client_errors:
         assert err.path in job_out.stderr, f"{err} not named by the server: {job_out.stderr}"
     built = {**body, "metadata": {**body["metadata"], "uid": "5e1f0000-0000-4000-8000-00000000beef"}}
     pod = desired_pods(validate_job(built, rules=False), CFG)["res-worker-0"]
-    pod_out = kubectl("create", "--dry-run=server", "-n", restricted_namespace, "-o", "name", "-f", "-",
-                      input=json.dumps(pod), check=False)
+    pod_out = kubectl(
+        "create",
+        "--dry-run=server",
+        "-n",
+        restricted_namespace,
+        "-o",
+        "name",
+        "-f",
+        "-",
+        input=json.dumps(pod),
+        check=False,
+    )
     event("job accepted" if not client_errors else "job refused")
     if not client_errors:
         assert pod_out.returncode == 0, f"the job is accepted but its pod is not: {pod_out.stderr}"
     elif pod_out.returncode == 0:
-        assert _whole_number_only(client_errors, resources), f"a pod Kubernetes admits, refused by the API: {client_errors}"
+        assert _whole_number_only(client_errors, resources), (
+            f"a pod Kubernetes admits, refused by the API: {client_errors}"
+        )
         event("stricter: whole numbers")
 
 
@@ -200,10 +255,20 @@ def restricted_namespace(k8s: Any) -> Any:
 
     core = client.CoreV1Api(k8s)
     name = f"t-restricted-{secrets.token_hex(3)}"
-    core.create_namespace({"metadata": {"name": name, "labels": {
-        "tfps.dev/test": "true", "pod-security.kubernetes.io/enforce": "restricted",
-        "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    core.create_namespace(
+        {
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "tfps.dev/test": "true",
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                },
+            }
+        }
+    )
     import time
+
     deadline = time.monotonic() + 30
     while not core.list_namespaced_service_account(name, field_selector="metadata.name=default").items:
         assert time.monotonic() < deadline, "no default ServiceAccount"

@@ -6,13 +6,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 
-from _operator_helpers import CFG, T0, all_pods, later, make_job, observed, status  # noqa: E402
+from _operator_helpers import CFG, T0, all_pods, later, make_job, observed, status
 
-from tfps_operator.reconcile.machine import reconcile  # noqa: E402
+from tfps_operator.reconcile.machine import reconcile
 
 
 def test_replica_statuses_follow_the_cleanup_of_a_finished_job():

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from tfps_trainer import exitcodes
 
 from .localrun import Run, job_file, kill, wait_for
@@ -27,8 +28,13 @@ def test_checkpoint_volume_fault_fails_clearly_and_rerun_resumes(tmp_path: Path,
     with tmpfs(ckpts, "4m"):
         run = Run(job, work)
         try:
-            wait_for(lambda: (run.checkpoint_state() or "").endswith(f"ckpt-{every}"), 300, "the first checkpoint", run,
-                     interval=0.05)
+            wait_for(
+                lambda: (run.checkpoint_state() or "").endswith(f"ckpt-{every}"),
+                300,
+                "the first checkpoint",
+                run,
+                interval=0.05,
+            )
             if fault == "full":
                 fill(ckpts)
             else:
@@ -39,7 +45,9 @@ def test_checkpoint_volume_fault_fails_clearly_and_rerun_resumes(tmp_path: Path,
         out = run.output
         assert rc == 1, out[-3000:]
         # storage that cannot be written is the environment's fault: Infrastructure (retryable), not a bug
-        line = next((ln for ln in out.splitlines() if f"chief-0 exited with code {exitcodes.INFRASTRUCTURE}: " in ln), "")
+        line = next(
+            (ln for ln in out.splitlines() if f"chief-0 exited with code {exitcodes.INFRASTRUCTURE}: " in ln), ""
+        )
         assert "cannot write checkpoint step" in line and str(ckpts) in line, f"no clear reason:\n{out[-3000:]}"
         assert not (run.root / "exports").exists(), "something was exported from a failed run"
         intact = run.checkpoint_state()
@@ -67,11 +75,17 @@ def test_newest_checkpoint_deleted_under_the_trainer_resumes_from_the_newest_rem
     from trainer_cluster import stored_step
 
     steps, every = 2000, 400
-    run = Run(job_file(tmp_path, "delck", steps=steps, every_steps=every, keep=3, backoff=1), tmp_path / "work",
-              "--no-export")
+    run = Run(
+        job_file(tmp_path, "delck", steps=steps, every_steps=every, keep=3, backoff=1), tmp_path / "work", "--no-export"
+    )
     try:
-        newest = wait_for(lambda: (p := run.checkpoint_state()) and p.endswith(f"ckpt-{2 * every}") and p, 300,
-                          "two checkpoints", run, interval=0.05)
+        newest = wait_for(
+            lambda: (p := run.checkpoint_state()) and p.endswith(f"ckpt-{2 * every}") and p,
+            300,
+            "two checkpoints",
+            run,
+            interval=0.05,
+        )
         for f in Path(newest).parent.glob(Path(newest).name + ".*"):
             f.unlink()  # deleted under the trainer (an operator's cleanup gone wrong, a user's rm)
         kill(run.children()["ps-0"][0])  # and the job restarts before the next checkpoint

@@ -28,6 +28,7 @@ def test_workers_killed_repeatedly_the_run_completes_at_the_target_step(tmp_path
     kills: list[tuple[int, str]] = []
     try:
         for at, victims in plan:
+
             def ready() -> bool:
                 st = run.chief_status()
                 if st is None:
@@ -36,6 +37,7 @@ def test_workers_killed_repeatedly_the_run_completes_at_the_target_step(tmp_path
                 kids = run.children()
                 progressed = not kills or st["step"] > kills[-1][0]  # the workers came back and trained
                 return st["step"] >= at and progressed and all(v in kids for v in victims)
+
             wait_for(ready, 300, f"step {at} with {victims} alive", run)
             kids = run.children()
             step = seen[-1]
@@ -43,11 +45,13 @@ def test_workers_killed_repeatedly_the_run_completes_at_the_target_step(tmp_path
                 kill(kids[v][0])
                 kills.append((step, v))
         assert seen[-1] < steps, "training finished before the last kill; raise the step count"
+
         def finished() -> bool:
             st = run.chief_status()
             if st is not None:
                 seen.append(st["step"])
             return run.proc.poll() is not None
+
         wait_for(finished, 600, "the run to finish", interval=0.3)
         rc = run.wait()
     finally:
@@ -72,8 +76,9 @@ def test_killed_ps_resumes_and_loses_at_most_one_checkpoint_interval(tmp_path: P
     run = Run(job_file(tmp_path, "pskill", steps=steps, every_steps=every), tmp_path / "work", "--no-export")
     measured = []
     try:
-        for n, (label, window) in enumerate([("late in the interval", lambda d: d >= 250),
-                                             ("just after a checkpoint", lambda d: d <= 80)]):
+        for n, (label, window) in enumerate(
+            [("late in the interval", lambda d: d >= 250), ("just after a checkpoint", lambda d: d <= 80)]
+        ):
             last: dict = {}
 
             def due() -> bool:
@@ -83,16 +88,27 @@ def test_killed_ps_resumes_and_loses_at_most_one_checkpoint_interval(tmp_path: P
                 last.update(st)
                 ck = st["checkpoint"]["step"]
                 return len(run.chief_starts()) == n + 1 and ck >= every * (n + 1) and window(st["step"] - ck)
+
             wait_for(due, 300, f"a kill point {label}", run, interval=0.05)
             kill(run.children()["ps-0"][0])
             killed_at = time.monotonic()
-            wait_for(lambda: len(run.resumed_steps()) == n + 2 and run.resumed_steps()[-1] is not None,
-                     300, "the restarted chief to resume", run)
+            wait_for(
+                lambda: len(run.resumed_steps()) == n + 2 and run.resumed_steps()[-1] is not None,
+                300,
+                "the restarted chief to resume",
+                run,
+            )
             resumed = run.resumed_steps()[-1]
-            measured.append({"kill": label, "chief_step_at_kill": last["step"],
-                             "checkpoint_at_kill": last["checkpoint"]["step"], "resumed_from": resumed,
-                             "lost_steps": last["step"] - resumed,
-                             "seconds_to_resume": round(time.monotonic() - killed_at, 1)})
+            measured.append(
+                {
+                    "kill": label,
+                    "chief_step_at_kill": last["step"],
+                    "checkpoint_at_kill": last["checkpoint"]["step"],
+                    "resumed_from": resumed,
+                    "lost_steps": last["step"] - resumed,
+                    "seconds_to_resume": round(time.monotonic() - killed_at, 1),
+                }
+            )
         rc = run.wait()
     finally:
         run.stop()

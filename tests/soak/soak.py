@@ -28,8 +28,9 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from operator_harness import Cluster, OperatorProcess, job_body
 
@@ -111,10 +112,12 @@ class Recorder:
         printed when a pod was created more often than its fate allows."""
         self._terminating: set[str] = set()
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._watch, args=(self.core.list_namespaced_pod, self.pods), daemon=True),
-                         threading.Thread(target=self._watch, args=(self.batch.list_namespaced_job, self.jobs), daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._watch, args=(self.core.list_namespaced_pod, self.pods), daemon=True),
+            threading.Thread(target=self._watch, args=(self.batch.list_namespaced_job, self.jobs), daemon=True),
+        ]
 
-    def start(self) -> "Recorder":
+    def start(self) -> Recorder:
         for t in self._threads:
             t.start()
         return self
@@ -141,7 +144,7 @@ class Recorder:
             except ApiException as e:  # 410 Gone: the soak would miss creations; say so
                 self.errors.append(f"watch {lister.__name__} broke: {e.status} {e.reason}")
                 return
-            except Exception as e:  # noqa: BLE001 - connection hiccups: resume from the last version
+            except Exception:
                 if self._stop.is_set():
                     return
                 time.sleep(0.5)
@@ -167,10 +170,21 @@ class Recorder:
 
 
 class Soak:
-    def __init__(self, kube: Cluster, kubeconfig: str, new_operator: Callable[[int], OperatorProcess], *, seed: int,
-                 kills: int, min_jobs: int, in_flight: int, kill_gap: tuple[float, float] = (3.0, 9.0),
-                 downtime: tuple[float, float] = (0.0, 3.0), step_timeout: float = 120.0,
-                 log: Callable[[str], None] = print):
+    def __init__(
+        self,
+        kube: Cluster,
+        kubeconfig: str,
+        new_operator: Callable[[int], OperatorProcess],
+        *,
+        seed: int,
+        kills: int,
+        min_jobs: int,
+        in_flight: int,
+        kill_gap: tuple[float, float] = (3.0, 9.0),
+        downtime: tuple[float, float] = (0.0, 3.0),
+        step_timeout: float = 120.0,
+        log: Callable[[str], None] = print,
+    ):
         self.kube, self.kubeconfig, self.new_operator = kube, kubeconfig, new_operator
         # Two streams, so a seed fixes the sequence of fates (job i always gets the same one) and the
         # sequence of kill gaps/downtimes, however the timing interleaves them. One shared stream made
@@ -206,7 +220,9 @@ class Soak:
         if self.figures.kills < self.target_kills and now >= self.next_kill:
             assert self.op is not None
             if self.op.proc is not None and self.op.proc.poll() is not None:
-                raise SoakFailure(f"the operator exited by itself ({self.op.proc.returncode}):\n{self.op.log()[-3000:]}")
+                raise SoakFailure(
+                    f"the operator exited by itself ({self.op.proc.returncode}):\n{self.op.log()[-3000:]}"
+                )
             self.op.kill()
             self.operator_history.append((time.time(), f"operator #{self.figures.operator_starts - 1} killed"))
             self.figures.kills += 1
@@ -223,10 +239,17 @@ class Soak:
         def ready() -> bool:
             pods = self._pods_of(job)
             want = [f"{job}-{s}" for s in ROLES4]
-            return all(n in pods and not pods[n]["metadata"].get("deletionTimestamp")
-                       and pods[n]["metadata"]["labels"].get("tfps.dev/restart") == str(epoch)
-                       and (pods[n]["status"].get("phase") == phase or pods[n]["metadata"].get("annotations", {}).get(
-                           "kwok.x-k8s.io/status") == "custom") for n in want)
+            return all(
+                n in pods
+                and not pods[n]["metadata"].get("deletionTimestamp")
+                and pods[n]["metadata"]["labels"].get("tfps.dev/restart") == str(epoch)
+                and (
+                    pods[n]["status"].get("phase") == phase
+                    or pods[n]["metadata"].get("annotations", {}).get("kwok.x-k8s.io/status") == "custom"
+                )
+                for n in want
+            )
+
         return ready
 
     def _finish(self, job: str, pod: str, phase: str, code: int, message: str = "") -> Callable[[], None]:
@@ -234,13 +257,16 @@ class Soak:
             if phase == "Failed":
                 self.figures.pod_failures_injected += 1
             self.kube.finish_pod(f"{job}-{pod}" if not pod.startswith(job) else pod, phase, code, message)
+
         return act
 
     def _phase(self, job: str, phase: str) -> Callable[[], bool]:
         return lambda: self.kube.status(job).get("phase") == phase
 
     def _new_job(self, index: int) -> SoakJob:
-        fate = self.fate_rng.choice(["train", "worker", "ps", "backoff", "export", "export_fail", "delete", "suspend", "ttl"])
+        fate = self.fate_rng.choice(
+            ["train", "worker", "ps", "backoff", "export", "export_fail", "delete", "suspend", "ttl"]
+        )
         name = f"s{index}-{fate.replace('_', '')}"
         k = self.kube
         body = job_body(name)
@@ -253,41 +279,93 @@ class Soak:
             steps = [("pods running", self._live(name, 0), self._finish(name, "chief-0", "Succeeded", 0))]
             expect = Expect(None)
         elif fate == "worker":
-            steps = [("pods running", self._live(name, 0), self._finish(name, "worker-1", "Failed", 1, "worker OOM")),
-                     ("worker-1 recreated", lambda: self._recreated(name, "worker-1", 2), self._finish(name, "chief-0", "Succeeded", 0))]
+            steps = [
+                ("pods running", self._live(name, 0), self._finish(name, "worker-1", "Failed", 1, "worker OOM")),
+                (
+                    "worker-1 recreated",
+                    lambda: self._recreated(name, "worker-1", 2),
+                    self._finish(name, "chief-0", "Succeeded", 0),
+                ),
+            ]
             expect = Expect("Succeeded", "TrainingSucceeded", creations={("worker-1", 0): 2})
         elif fate == "ps":
-            steps = [("pods running", self._live(name, 0), self._finish(name, "ps-0", "Failed", 137)),
-                     ("epoch 1 running", self._live(name, 1), self._finish(name, "chief-0", "Succeeded", 0))]
-            expect = Expect("Succeeded", "TrainingSucceeded", restarts=1,
-                            creations={**{(s, 1): 1 for s in ROLES4}})
+            steps = [
+                ("pods running", self._live(name, 0), self._finish(name, "ps-0", "Failed", 137)),
+                ("epoch 1 running", self._live(name, 1), self._finish(name, "chief-0", "Succeeded", 0)),
+            ]
+            expect = Expect("Succeeded", "TrainingSucceeded", restarts=1, creations={**{(s, 1): 1 for s in ROLES4}})
         elif fate == "backoff":
             body = job_body(name, run_policy={"backoffLimit": 0})
             steps = [("pods running", self._live(name, 0), self._finish(name, "ps-0", "Failed", 137))]
             expect = Expect("Failed", "BackoffLimitExceeded")
         elif fate in ("export", "export_fail"):
-            body = job_body(name, export=True, chief_template=KWOK_HANDS_OFF,
-                            export_spec={"backoffLimit": 0} if fate == "export_fail" else None)
-            result = ExportSucceeded(step=10, path="exports/10", manifest="exports/10/manifest.json", artifacts=[
-                ArtifactResult(format="onnx", path="exports/10/model.onnx", bytes=4096 + index, sha256=f"{index:064x}",
-                               max_error=1e-7)])
-            finish_export = (self._finish_export(name, "Succeeded", 0, encode(result)) if fate == "export"
-                             else self._finish_export(name, "Failed", 7, encode(ExportFailed(
-                                 reason="VerificationFailed", message=f"onnx: max abs error 0.3 > tolerance 1e-05 ({name})"))))
-            steps = [("pods created", self._live(name, 0), self._finish(name, "chief-0", "Succeeded", 0)),
-                     ("export pod", lambda: self._export_pod(name), finish_export)]
-            expect = (Expect("Succeeded", "ExportSucceeded", export_jobs=1, export_result=result) if fate == "export"
-                      else Expect("Failed", "ExportFailed", export_jobs=1))
+            body = job_body(
+                name,
+                export=True,
+                chief_template=KWOK_HANDS_OFF,
+                export_spec={"backoffLimit": 0} if fate == "export_fail" else None,
+            )
+            result = ExportSucceeded(
+                step=10,
+                path="exports/10",
+                manifest="exports/10/manifest.json",
+                artifacts=[
+                    ArtifactResult(
+                        format="onnx",
+                        path="exports/10/model.onnx",
+                        bytes=4096 + index,
+                        sha256=f"{index:064x}",
+                        max_error=1e-7,
+                    )
+                ],
+            )
+            finish_export = (
+                self._finish_export(name, "Succeeded", 0, encode(result))
+                if fate == "export"
+                else self._finish_export(
+                    name,
+                    "Failed",
+                    7,
+                    encode(
+                        ExportFailed(
+                            reason="VerificationFailed", message=f"onnx: max abs error 0.3 > tolerance 1e-05 ({name})"
+                        )
+                    ),
+                )
+            )
+            steps = [
+                ("pods created", self._live(name, 0), self._finish(name, "chief-0", "Succeeded", 0)),
+                ("export pod", lambda: self._export_pod(name), finish_export),
+            ]
+            expect = (
+                Expect("Succeeded", "ExportSucceeded", export_jobs=1, export_result=result)
+                if fate == "export"
+                else Expect("Failed", "ExportFailed", export_jobs=1)
+            )
         elif fate == "delete":
             body["spec"]["storage"] = {"volumeClaimTemplate": {"size": "1Gi", "storageClassName": "none-such"}}
-            steps = [("PVC and pods created", lambda: self._pvc(name) and len(self._pods_of(name)) == 4,
-                      lambda: k.delete_job(name))]
+            steps = [
+                (
+                    "PVC and pods created",
+                    lambda: self._pvc(name) and len(self._pods_of(name)) == 4,
+                    lambda: k.delete_job(name),
+                )
+            ]
             expect = Expect(None)
         else:  # suspend
-            steps = [("pods running", self._live(name, 0), lambda: k.patch_job(name, {"spec": {"runPolicy": {"suspend": True}}})),
-                     ("suspended, pods gone", lambda: self._phase(name, "Suspended")() and not self._pods_of(name),
-                      lambda: k.patch_job(name, {"spec": {"runPolicy": {"suspend": False}}})),
-                     ("resumed", self._live(name, 0), self._finish(name, "chief-0", "Succeeded", 0))]
+            steps = [
+                (
+                    "pods running",
+                    self._live(name, 0),
+                    lambda: k.patch_job(name, {"spec": {"runPolicy": {"suspend": True}}}),
+                ),
+                (
+                    "suspended, pods gone",
+                    lambda: self._phase(name, "Suspended")() and not self._pods_of(name),
+                    lambda: k.patch_job(name, {"spec": {"runPolicy": {"suspend": False}}}),
+                ),
+                ("resumed", self._live(name, 0), self._finish(name, "chief-0", "Succeeded", 0)),
+            ]
             expect = Expect("Succeeded", "TrainingSucceeded", creations={(s, 0): 2 for s in ROLES4})
         k.create_job(body)
         self.figures.jobs += 1
@@ -299,12 +377,23 @@ class Soak:
         name = f"{job}-{suffix}"
         made = [p for p in self.recorder.pods.values() if p["metadata"]["name"] == name]
         pod = self._pods_of(job).get(name)
-        return len(made) >= times and pod is not None and pod["status"].get("phase") == "Running" \
+        return (
+            len(made) >= times
+            and pod is not None
+            and pod["status"].get("phase") == "Running"
             and not pod["metadata"].get("deletionTimestamp")
+        )
 
     def _export_pod(self, job: str) -> str | None:
-        return next((n for n, p in self._pods.items() if p["metadata"]["labels"].get("job-name") == f"{job}-export"
-                     and not p["status"].get("phase") in ("Succeeded", "Failed")), None)
+        return next(
+            (
+                n
+                for n, p in self._pods.items()
+                if p["metadata"]["labels"].get("job-name") == f"{job}-export"
+                and p["status"].get("phase") not in ("Succeeded", "Failed")
+            ),
+            None,
+        )
 
     def _finish_export(self, job: str, phase: str, code: int, message: str) -> Callable[[], None]:
         def act() -> None:
@@ -313,10 +402,15 @@ class Soak:
             if phase == "Failed":
                 self.figures.pod_failures_injected += 1
             self.kube.finish_pod(pod, phase, code, message)
+
         return act
 
     def _pvc(self, job: str) -> bool:
-        return bool(self.kube.core.list_namespaced_persistent_volume_claim(self.kube.ns, label_selector=f"tfps.dev/job-name={job}").items)
+        return bool(
+            self.kube.core.list_namespaced_persistent_volume_claim(
+                self.kube.ns, label_selector=f"tfps.dev/job-name={job}"
+            ).items
+        )
 
     def _is_done(self, j: SoakJob) -> bool:
         if j.step < len(j.steps):
@@ -366,15 +460,19 @@ class Soak:
                 j.step += 1
                 j.step_since = now
             elif now - j.step_since > self.step_timeout:
-                raise SoakFailure(f"job {j.name} ({j.fate}) stuck at step {what!r} for {self.step_timeout:.0f}s; "
-                                  f"status: {json.dumps(self.kube.status(j.name))[:1500]}\npods: "
-                                  f"{ {n: (p['status'].get('phase'), p['metadata']['labels'].get('tfps.dev/restart')) for n, p in self._pods_of(j.name).items()} }")
+                raise SoakFailure(
+                    f"job {j.name} ({j.fate}) stuck at step {what!r} for {self.step_timeout:.0f}s; "
+                    f"status: {json.dumps(self.kube.status(j.name))[:1500]}\npods: "
+                    f"{ {n: (p['status'].get('phase'), p['metadata']['labels'].get('tfps.dev/restart')) for n, p in self._pods_of(j.name).items()} }"
+                )
         elif self._is_done(j):
             j.done_at = now
             self.log(f"job {j.name} ({j.fate}) reached its end")
         elif now - j.step_since > self.step_timeout:
-            raise SoakFailure(f"job {j.name} ({j.fate}) did not reach {j.expect.phase or 'deletion'} in {self.step_timeout:.0f}s; "
-                              f"status: {json.dumps(self.kube.status(j.name))[:1500]}")
+            raise SoakFailure(
+                f"job {j.name} ({j.fate}) did not reach {j.expect.phase or 'deletion'} in {self.step_timeout:.0f}s; "
+                f"status: {json.dumps(self.kube.status(j.name))[:1500]}"
+            )
 
     # --- audit ---------------------------------------------------------------------------------
     def audit(self, settle: float = 60.0) -> list[str]:
@@ -395,8 +493,11 @@ class Soak:
         if not names:
             return "  (no pod named)"
         events = [(t, f"  {_clock(t)} {what}") for t, what in self.operator_history]
-        events += [(t, f"  {_clock(t)} {kind:<11} {name} (restart {restart}, uid {uid[:8]})")
-                   for t, kind, name, uid, restart in self.recorder.timeline if name in names]
+        events += [
+            (t, f"  {_clock(t)} {kind:<11} {name} (restart {restart}, uid {uid[:8]})")
+            for t, kind, name, uid, restart in self.recorder.timeline
+            if name in names
+        ]
         return "timeline:\n" + "\n".join(line for _, line in sorted(events))
 
     def _audit_once(self) -> list[str]:
@@ -407,7 +508,9 @@ class Soak:
             obj = k.job(j.name)
             if j.expect.phase is None:
                 if obj is not None:
-                    problems.append(f"{j.name}: should be gone, still there (phase {obj.get('status', {}).get('phase')})")
+                    problems.append(
+                        f"{j.name}: should be gone, still there (phase {obj.get('status', {}).get('phase')})"
+                    )
                 continue
             if obj is None:
                 problems.append(f"{j.name}: deleted, expected {j.expect.phase}")
@@ -415,9 +518,15 @@ class Soak:
             live[obj["metadata"]["uid"]] = j
             st = obj.get("status") or {}
             cond = next((c for c in st.get("conditions", []) if c["type"] == st.get("phase")), {})
-            if (st.get("phase"), cond.get("reason"), st.get("restarts", 0)) != (j.expect.phase, j.expect.reason, j.expect.restarts):
-                problems.append(f"{j.name} ({j.fate}): phase/reason/restarts {st.get('phase')}/{cond.get('reason')}/"
-                                f"{st.get('restarts', 0)}, expected {j.expect.phase}/{j.expect.reason}/{j.expect.restarts}")
+            if (st.get("phase"), cond.get("reason"), st.get("restarts", 0)) != (
+                j.expect.phase,
+                j.expect.reason,
+                j.expect.restarts,
+            ):
+                problems.append(
+                    f"{j.name} ({j.fate}): phase/reason/restarts {st.get('phase')}/{cond.get('reason')}/"
+                    f"{st.get('restarts', 0)}, expected {j.expect.phase}/{j.expect.reason}/{j.expect.restarts}"
+                )
             if j.expect.export_result is not None:
                 exp = st.get("export") or {}
                 arts = [(a["format"], a["bytes"], a["sha256"]) for a in exp.get("artifacts", [])]
@@ -432,7 +541,7 @@ class Soak:
             lbl = pod["metadata"].get("labels") or {}
             if lbl.get("tfps.dev/replica-type"):
                 job = lbl["tfps.dev/job-name"]
-                suffix = pod["metadata"]["name"][len(job) + 1:]
+                suffix = pod["metadata"]["name"][len(job) + 1 :]
                 per_job.setdefault(job, Counter())[(suffix, int(lbl["tfps.dev/restart"]))] += 1
             spec = pod.get("spec") or {}
             if spec.get("automountServiceAccountToken") is not False:
@@ -448,9 +557,15 @@ class Soak:
             want.update({key: n - want.get(key, 0) for key, n in j.expect.creations.items()})
             got = per_job.get(j.name, Counter())
             if +got != +want:
-                problems.append(f"{j.name} ({j.fate}): pods created {dict(sorted(got.items()))}, expected {dict(sorted(want.items()))}")
-                problems.append(self.evidence({f"{j.name}-{suffix}" for (suffix, _), n in (got - want).items() if n}
-                                              | {f"{j.name}-{suffix}" for (suffix, _), n in (want - got).items() if n}))
+                problems.append(
+                    f"{j.name} ({j.fate}): pods created {dict(sorted(got.items()))}, expected {dict(sorted(want.items()))}"
+                )
+                problems.append(
+                    self.evidence(
+                        {f"{j.name}-{suffix}" for (suffix, _), n in (got - want).items() if n}
+                        | {f"{j.name}-{suffix}" for (suffix, _), n in (want - got).items() if n}
+                    )
+                )
             ejs = [x for x in self.recorder.jobs.values() if x["metadata"]["name"] == f"{j.name}-export"]
             if len(ejs) != j.expect.export_jobs:
                 problems.append(f"{j.name}: {len(ejs)} export Job(s) created, expected {j.expect.export_jobs}")
@@ -488,6 +603,8 @@ class Soak:
             if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp:
                 problems.append(f"{p.metadata.name}: still {p.status.phase} although its job is finished")
             if lbl.get("tfps.dev/restart") != str(restarts[job]):
-                problems.append(f"{p.metadata.name}: stale pod of restart epoch {lbl.get('tfps.dev/restart')} "
-                                f"(job restarts {restarts[job]})")
+                problems.append(
+                    f"{p.metadata.name}: stale pod of restart epoch {lbl.get('tfps.dev/restart')} "
+                    f"(job restarts {restarts[job]})"
+                )
         return problems

@@ -12,18 +12,21 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from operator_harness import Cluster, OperatorProcess
 
 from .soak import Soak
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(900)]
 
-RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
 
 
 def test_operator_sigkilled_20_times_leaves_every_job_correct_and_nothing_orphaned(
-        k8s, kubeconfig, make_namespace, wait_until, tmp_path: Path):
+    k8s, kubeconfig, make_namespace, wait_until, tmp_path: Path
+):
     from support.crd import install_crd
 
     install_crd(kubeconfig)
@@ -38,9 +41,18 @@ def test_operator_sigkilled_20_times_leaves_every_job_correct_and_nothing_orphan
         ops.append(op)
         return op.start()
 
-    soak = Soak(kube, kubeconfig, new_operator, seed=seed, kills=20, min_jobs=10, in_flight=4,
-                kill_gap=(1.0, 5.0), downtime=(0.0, 2.0),
-                log=lambda m: print(m, flush=True))
+    soak = Soak(
+        kube,
+        kubeconfig,
+        new_operator,
+        seed=seed,
+        kills=20,
+        min_jobs=10,
+        in_flight=4,
+        kill_gap=(1.0, 5.0),
+        downtime=(0.0, 2.0),
+        log=lambda m: print(m, flush=True),
+    )
     try:
         figures = soak.run()
         problems = soak.audit()
@@ -55,10 +67,15 @@ def test_operator_sigkilled_20_times_leaves_every_job_correct_and_nothing_orphan
         for name in sorted(set(re.findall(r"\bs\d+-[a-z]+\b", str(exc))))[:6]:
             lines = [f"#{i} {line}" for i, op in enumerate(ops) for line in op.log().splitlines() if name in line]
             (tmp_path / f"evidence-{name}.log").write_text("\n".join(lines) + "\n")
-            sys.stderr.write(f"\n--- operator log lines naming {name} ({len(lines)}, all in "
-                             f"{tmp_path / f'evidence-{name}.log'}) ---\n" + "\n".join(lines[-60:]) + "\n")
-        sys.stderr.write("\n--- operator lifetimes (how far each got before its kill) ---\n"
-                         + "\n".join(f"#{i} {_lifetime(op.log())}" for i, op in enumerate(ops)) + "\n")
+            sys.stderr.write(
+                f"\n--- operator log lines naming {name} ({len(lines)}, all in "
+                f"{tmp_path / f'evidence-{name}.log'}) ---\n" + "\n".join(lines[-60:]) + "\n"
+            )
+        sys.stderr.write(
+            "\n--- operator lifetimes (how far each got before its kill) ---\n"
+            + "\n".join(f"#{i} {_lifetime(op.log())}" for i, op in enumerate(ops))
+            + "\n"
+        )
         for op in ops[-2:]:
             sys.stderr.write(f"\n--- {op.log_path.name} ---\n{op.log()[-5000:]}\n")
         raise
@@ -69,12 +86,13 @@ def test_operator_sigkilled_20_times_leaves_every_job_correct_and_nothing_orphan
             op.stop()
         try:
             kube.core.delete_persistent_volume(f"{ns}-data")
-        except Exception:  # noqa: BLE001 - best effort
+        except Exception:
             pass
 
 
 def _lifetime(log: str) -> str:
     """Started, watching, first and last job loop started, how many, last line: from one operator log."""
+
     def at(line: str) -> str:
         return line[12:24] if line.startswith("[") else "?"
 

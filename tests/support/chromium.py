@@ -14,8 +14,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-          "--disable-extensions", "--disable-background-networking", "--mute-audio"]
+_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--hide-scrollbars",
+    "--no-first-run",
+    "--disable-extensions",
+    "--disable-background-networking",
+    "--mute-audio",
+]
 
 
 def chromium() -> str:
@@ -30,8 +38,9 @@ def _run(args: list[str], timeout: float = 120) -> subprocess.CompletedProcess[s
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="tfps-chromium-") as profile:
-        return subprocess.run([chromium(), *_FLAGS, f"--user-data-dir={profile}", *args],
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [chromium(), *_FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=timeout
+        )
 
 
 def dump_dom(page: Path) -> str:
@@ -55,8 +64,8 @@ def png_ink(png: Path) -> tuple[int, int, float]:
     pos, idat, width = 8, b"", 0
     height = channels = 0
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        chunk = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, color = struct.unpack(">IIBB", chunk[:10])
             assert depth == 8 and color in (2, 6), f"unexpected PNG format depth={depth} color={color}"
@@ -70,7 +79,7 @@ def png_ink(png: Path) -> tuple[int, int, float]:
     inked = 0
     for row in range(height):
         f = raw[row * (stride + 1)]
-        line = bytearray(raw[row * (stride + 1) + 1:(row + 1) * (stride + 1)])
+        line = bytearray(raw[row * (stride + 1) + 1 : (row + 1) * (stride + 1)])
         for i in range(stride):  # undo the PNG filter of this row
             a = line[i - channels] if i >= channels else 0
             b, c = prev[i], prev[i - channels] if i >= channels else 0
@@ -84,6 +93,6 @@ def png_ink(png: Path) -> tuple[int, int, float]:
                 p = a + b - c
                 pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
                 line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
-        inked += sum(1 for x in range(0, stride, channels) if min(line[x:x + 3]) < 235)
+        inked += sum(1 for x in range(0, stride, channels) if min(line[x : x + 3]) < 235)
         prev = line
     return width, height, inked / (width * height)

@@ -36,7 +36,10 @@ def install_crd(kubeconfig: str, timeout: float = 60) -> dict[str, Any]:
     try:
         ext = client.ApiextensionsV1Api(api_client)
         ext.patch_custom_resource_definition(  # a dict body is sent as JSON, which is valid YAML
-            name, manifest, field_manager=FIELD_MANAGER, force=True,
+            name,
+            manifest,
+            field_manager=FIELD_MANAGER,
+            force=True,
             _content_type="application/apply-patch+yaml",
         )
         group, version = manifest["spec"]["group"], manifest["spec"]["versions"][0]["name"]

@@ -18,6 +18,7 @@ def main() -> None:
     progress = Progress(role="chief", target_steps=settings.steps)
     trainer = Trainer(settings, contract.load(settings.model_module), progress)
     from tfps_trainer import sharding
+
     final = trainer.run()
     placement = {}
     for v in trainer.model.weights:

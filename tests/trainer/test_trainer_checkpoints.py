@@ -16,7 +16,9 @@ def test_restore_skips_a_deleted_newest_checkpoint(tmp_path: Path) -> None:
 
     var = tf.Variable(0.0)
     step = tf.Variable(0, dtype=tf.int64)
-    saver = Checkpointer(tf.train.Checkpoint(model=tf.Module(), optimizer=tf.Module(), step=step), str(tmp_path), keep=5)
+    saver = Checkpointer(
+        tf.train.Checkpoint(model=tf.Module(), optimizer=tf.Module(), step=step), str(tmp_path), keep=5
+    )
     saver.checkpoint.model.v = var
     for n in (10, 20, 30):
         var.assign(float(n))
@@ -26,7 +28,9 @@ def test_restore_skips_a_deleted_newest_checkpoint(tmp_path: Path) -> None:
         f.unlink()  # deleted under the trainer; the state file still names it
 
     var2, step2 = tf.Variable(-1.0), tf.Variable(-1, dtype=tf.int64)
-    loader = Checkpointer(tf.train.Checkpoint(model=tf.Module(), optimizer=tf.Module(), step=step2), str(tmp_path), keep=5)
+    loader = Checkpointer(
+        tf.train.Checkpoint(model=tf.Module(), optimizer=tf.Module(), step=step2), str(tmp_path), keep=5
+    )
     loader.checkpoint.model.v = var2
     assert loader.manager.latest_checkpoint.endswith("ckpt-30")
     assert loader.restore_latest() == str(tmp_path / "ckpt-20")

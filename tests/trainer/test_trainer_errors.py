@@ -24,7 +24,9 @@ def _addr(role: str, i: int) -> str:
 CHIEF = tf_config_json({"chief": 1, "ps": 1, "worker": 1}, _addr, "chief", 0)
 
 
-def run_trainer(tmp_path: Path, tf_config: str | None, job: str | None, log_path: str | None = None) -> tuple[int, str, str]:
+def run_trainer(
+    tmp_path: Path, tf_config: str | None, job: str | None, log_path: str | None = None
+) -> tuple[int, str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "TFPS_JOB")}
     if tf_config is not None:
         env["TF_CONFIG"] = tf_config
@@ -46,11 +48,20 @@ def _settings(tmp_path: Path, **kw: object) -> str:
     [
         (None, "TF_CONFIG is not set"),
         ("{not json", "TF_CONFIG is not valid JSON"),
-        ('{"cluster": {"chief": ["127.0.0.1:1"]}, "task": {"type": "boss", "index": 0}}', "TF_CONFIG.task.type: 'boss'"),
-        ('{"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"], "worker": ["127.0.0.1:3"]},'
-         ' "task": {"type": "worker", "index": 4}}', "TF_CONFIG.task: worker/4 is not in the cluster"),
+        (
+            '{"cluster": {"chief": ["127.0.0.1:1"]}, "task": {"type": "boss", "index": 0}}',
+            "TF_CONFIG.task.type: 'boss'",
+        ),
+        (
+            '{"cluster": {"chief": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"], "worker": ["127.0.0.1:3"]},'
+            ' "task": {"type": "worker", "index": 4}}',
+            "TF_CONFIG.task: worker/4 is not in the cluster",
+        ),
         ('{"cluster": {"chief": ["nohostport"]}, "task": {"type": "chief", "index": 0}}', "TF_CONFIG.cluster.chief"),
-        ('{"cluster": {"chief": ["127.0.0.1:1"]}, "task": {"type": "chief", "index": 0}}', "TF_CONFIG.cluster.ps: missing"),
+        (
+            '{"cluster": {"chief": ["127.0.0.1:1"]}, "task": {"type": "chief", "index": 0}}',
+            "TF_CONFIG.cluster.ps: missing",
+        ),
     ],
     ids=["missing", "not-json", "bad-role", "index-out-of-range", "bad-address", "no-ps"],
 )
@@ -67,8 +78,10 @@ def test_bad_tf_config(tmp_path: Path, tf_config: str | None, expected: str) -> 
     [
         (None, "TFPS_JOB is not set"),
         ("[1, 2", "TFPS_JOB is not valid JSON"),
-        (json.dumps({"job_name": "j", "model_module": "m", "steps": 0, "batch_size": 1, "paths": {"root": "/x"}}),
-         "TFPS_JOB.steps: Input should be greater than or equal to 1"),
+        (
+            json.dumps({"job_name": "j", "model_module": "m", "steps": 0, "batch_size": 1, "paths": {"root": "/x"}}),
+            "TFPS_JOB.steps: Input should be greater than or equal to 1",
+        ),
     ],
     ids=["missing", "not-json", "zero-steps"],
 )
@@ -84,7 +97,10 @@ def test_bad_job_settings(tmp_path: Path, job: str | None, expected: str) -> Non
     ("module", "expected"),
     [
         ("no_such_pkg.model", "model module 'no_such_pkg.model' cannot be imported"),
-        ("json", "model module 'json' is missing required function(s): build_model, dataset, loss, optimizer, input_signature"),
+        (
+            "json",
+            "model module 'json' is missing required function(s): build_model, dataset, loss, optimizer, input_signature",
+        ),
     ],
     ids=["unimportable", "missing-functions"],
 )
@@ -102,10 +118,12 @@ def test_unwritable_termination_log_is_skipped(tmp_path: Path) -> None:
 
 
 def test_a_model_module_that_raises_keeps_its_traceback_in_the_log_and_the_termination_message(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "mods").mkdir()
     (tmp_path / "mods" / "broken_model.py").write_text(
-        "def helper(args):\n    return args['units']\n\n\nCONFIG = helper({})\n")
+        "def helper(args):\n    return args['units']\n\n\nCONFIG = helper({})\n"
+    )
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path / 'mods'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     code, stderr, term = run_trainer(tmp_path, CHIEF, _settings(tmp_path, model_module="broken_model"))
     assert code == EXIT_CONTRACT

@@ -55,7 +55,9 @@ def test_killed_ps_stops_the_chief_with_a_clear_reason(tmp_path: Path) -> None:
 def test_nan_loss_with_check_numerics_fails_without_checkpointing_the_bad_state(tmp_path: Path) -> None:
     nan_at = 150  # per-worker batch index from which labels are NaN
     settings = make_settings(
-        tmp_path / "job", steps=5000, check_numerics=True,
+        tmp_path / "job",
+        steps=5000,
+        check_numerics=True,
         checkpoint=CheckpointSettings(every_steps=25, keep=1000),
         model_args={"nan_at_batch": nan_at},
     )
@@ -123,8 +125,10 @@ def test_sigterm_on_the_chief_saves_the_scheduled_steps_and_the_next_run_resumes
     assert len(saved) == 1 and saved[0] >= reported, (saved, reported)
     assert stored_step(f"{settings.paths.checkpoints}/ckpt-{saved[0]}") == saved[0]
     assert f"preempted (SIGTERM) at step {saved[0]}" in reason and f"checkpoint step {saved[0]} saved" in reason
-    print(f"preemption: progress reported step {reported}, saved step {saved[0]} "
-          f"({saved[0] - reported} scheduled after the last report), chief stopped {stop_seconds:.1f}s after SIGTERM")
+    print(
+        f"preemption: progress reported step {reported}, saved step {saved[0]} "
+        f"({saved[0] - reported} scheduled after the last report), chief stopped {stop_seconds:.1f}s after SIGTERM"
+    )
 
     resumed = settings.model_copy(update={"steps": saved[0] + 100})
     with LocalCluster(tmp_path / "run2", resumed) as cluster:
@@ -151,6 +155,8 @@ def test_a_preprocessing_layer_built_outside_the_scope_ends_with_a_hint_and_a_re
     assert code != 0, log[-3000:]
     assert "hint: a resource used by the training step" in lines[-1] and "strategy.scope()" in lines[-1], lines[-1]
     device_lines = [ln for ln in lines if "unknown device" in ln and not ln.startswith("[tfps]")]
-    print(f"outside scope: exit {code}, chief log {len(lines)} lines, {len(device_lines)} 'unknown device' lines kept; "
-          f"last: {lines[-1][:300]}")
+    print(
+        f"outside scope: exit {code}, chief log {len(lines)} lines, {len(device_lines)} 'unknown device' lines kept; "
+        f"last: {lines[-1][:300]}"
+    )
     assert len(lines) < 400, f"{len(lines)} lines: the flood was not rate-limited"

@@ -27,16 +27,23 @@ def test_status_and_metrics_follow_progress() -> None:
         assert status == 200 and ctype == "application/json"
         assert snap["state"] == "running" and snap["step"] == 0 and snap["checkpoint"] is None and snap["loss"] is None
 
-        progress.update(step=420, loss=0.25, steps_per_second=95.5,
-                        checkpoint=CheckpointInfo(step=400, path="/data/ckpt-400", time="2026-12-02T15:00:00+00:00"))
+        progress.update(
+            step=420,
+            loss=0.25,
+            steps_per_second=95.5,
+            checkpoint=CheckpointInfo(step=400, path="/data/ckpt-400", time="2026-12-02T15:00:00+00:00"),
+        )
         snap = json.loads(_get(server.port, "/status")[2])
         assert snap["step"] == 420 and snap["target_steps"] == 1000 and snap["loss"] == 0.25
         assert snap["checkpoint"] == {"step": 400, "path": "/data/ckpt-400", "time": "2026-12-02T15:00:00+00:00"}
 
         _, ctype, text = _get(server.port, "/metrics")
         assert ctype.startswith("text/plain")
-        samples = {(s.name, s.labels.get("state")): s.value
-                   for fam in text_string_to_metric_families(text.decode()) for s in fam.samples}
+        samples = {
+            (s.name, s.labels.get("state")): s.value
+            for fam in text_string_to_metric_families(text.decode())
+            for s in fam.samples
+        }
         assert samples[("tfps_step", None)] == 420
         assert samples[("tfps_checkpoint_step", None)] == 400
         assert samples[("tfps_steps_per_second", None)] == 95.5

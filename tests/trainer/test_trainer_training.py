@@ -69,8 +69,12 @@ def test_restarting_the_cluster_resumes_from_the_latest_checkpoint(tmp_path: Pat
 
 
 def test_legacy_tf_keras_model_trains(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path / "job", steps=200, model_module="tfps_trainer.examples.linear_tf_keras",
-                             checkpoint=CheckpointSettings(every_steps=100))
+    settings = make_settings(
+        tmp_path / "job",
+        steps=200,
+        model_module="tfps_trainer.examples.linear_tf_keras",
+        checkpoint=CheckpointSettings(every_steps=100),
+    )
     with LocalCluster(tmp_path / "procs", settings) as cluster:
         cluster.start_all()
         assert cluster.wait() == 0, cluster.tail()

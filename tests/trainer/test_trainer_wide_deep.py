@@ -21,23 +21,30 @@ VOCAB = 100_000
 
 def test_embedding_is_sharded_across_both_ps_and_checkpoint_restores_unsharded(tmp_path: Path) -> None:
     settings = make_settings(
-        tmp_path / "job", steps=60, batch_size=64, model_module="tfps_trainer.examples.wide_deep",
-        model_args={"vocab_size": VOCAB}, partitioner=PartitionerSettings(max_shards=2),
+        tmp_path / "job",
+        steps=60,
+        batch_size=64,
+        model_module="tfps_trainer.examples.wide_deep",
+        model_args={"vocab_size": VOCAB},
+        partitioner=PartitionerSettings(max_shards=2),
     )
     with LocalCluster(tmp_path / "procs", settings) as cluster:
         cluster.start_servers()
         # The real Trainer, run as the chief, then asked where its variables live.
-        out = subprocess.run([sys.executable, str(PROBE)], env=cluster.env("chief", 0),
-                             capture_output=True, text=True, timeout=240)
+        out = subprocess.run(
+            [sys.executable, str(PROBE)], env=cluster.env("chief", 0), capture_output=True, text=True, timeout=240
+        )
     line = next((l for l in out.stdout.splitlines() if l.startswith("PLACEMENT ")), None)
     assert out.returncode == 0 and line, out.stdout[-2000:] + out.stderr[-3000:]
-    report = json.loads(line[len("PLACEMENT "):])
+    report = json.loads(line[len("PLACEMENT ") :])
     assert report["final_step"] == 60 and np.isfinite(report["loss"])
 
     deep = report["variables"]["deep_embedding/embeddings"]
     assert deep["type"] == "ShardedVariable" and deep["shape"] == [VOCAB, 16]
     assert sorted(d.split("/device:")[0] for d in deep["devices"]) == [
-        "/job:ps/replica:0/task:0", "/job:ps/replica:0/task:1"]
+        "/job:ps/replica:0/task:0",
+        "/job:ps/replica:0/task:1",
+    ]
     assert sum(s[0] for s in deep["shard_shapes"]) == VOCAB
     wide = report["variables"]["wide_embedding/embeddings"]
     assert wide["type"] == "ShardedVariable" and len(set(wide["devices"])) == 2
@@ -54,7 +61,8 @@ def test_embedding_is_sharded_across_both_ps_and_checkpoint_restores_unsharded(t
     model = c.build_model(settings.model_args)
     step = tf.Variable(0, dtype=tf.int64)
     tf.train.Checkpoint(model=model, step=step).restore(
-        f"{settings.paths.checkpoints}/ckpt-60").expect_partial().assert_existing_objects_matched()
+        f"{settings.paths.checkpoints}/ckpt-60"
+    ).expect_partial().assert_existing_objects_matched()
     assert int(step.numpy()) == 60
     table = model.get_layer("deep_embedding").embeddings.numpy()
     assert table.shape == (VOCAB, 16) and np.isfinite(table).all()

@@ -13,12 +13,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from tfps_operator.manifests.tfconfig import tf_config_json
 from tfps_operator.local.ports import free_ports
+from tfps_operator.manifests.tfconfig import tf_config_json
 from tfps_trainer.config import JobSettings, Paths
 
 PYTHON = sys.executable
@@ -93,7 +94,10 @@ class LocalCluster:
     def start(self, role: str, index: int = 0) -> subprocess.Popen:
         out = open(self.log(role, index), "ab")
         proc = subprocess.Popen(
-            [PYTHON, "-m", "tfps_trainer"], env=self.env(role, index), stdout=out, stderr=subprocess.STDOUT,
+            [PYTHON, "-m", "tfps_trainer"],
+            env=self.env(role, index),
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         out.close()
@@ -148,8 +152,9 @@ class LocalCluster:
     def wait_for_step(self, step: int, timeout: float = 120, role: str = "chief") -> dict[str, Any]:
         return self.wait_for_status(lambda snap: snap["step"] >= step, f"step {step}", timeout, role)
 
-    def wait_for_status(self, accept: Callable[[dict[str, Any]], bool], what: str,
-                        timeout: float = 120, role: str = "chief") -> dict[str, Any]:
+    def wait_for_status(
+        self, accept: Callable[[dict[str, Any]], bool], what: str, timeout: float = 120, role: str = "chief"
+    ) -> dict[str, Any]:
         """Poll the role's /status until `accept(snapshot)`; fail if the process exits first."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -175,7 +180,7 @@ class LocalCluster:
                 proc.kill()
                 proc.wait(timeout=10)
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -187,7 +192,7 @@ def checkpoint_steps(directory: str | Path) -> list[int]:
     d = Path(directory)
     if not d.is_dir():
         return []
-    return sorted(int(p.name[len("ckpt-"):-len(".index")]) for p in d.glob("ckpt-*.index"))
+    return sorted(int(p.name[len("ckpt-") : -len(".index")]) for p in d.glob("ckpt-*.index"))
 
 
 def stored_step(prefix: str) -> int:

@@ -6,18 +6,18 @@ from __future__ import annotations
 import io
 import json
 import tarfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from tfps_operator.api.validate import validate_documents
-from tfps_operator.manifests.artifact_reader import READER_LABEL, exports_dir, reader_pod
-from tfps_operator.manifests.labels import JOB_NAME
 from tfps_operator.cli import main as tfps
 from tfps_operator.client import ChecksumMismatch, ClientError, InvalidJob, NoExports, build_job, load_job
 from tfps_operator.client.artifacts import check_export, unpack
 from tfps_operator.client.render import age, describe, get_table, manifest_table
+from tfps_operator.manifests.artifact_reader import READER_LABEL, exports_dir, reader_pod
+from tfps_operator.manifests.labels import JOB_NAME
 from tfps_trainer.export.manifest import digest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,9 +67,22 @@ def _export(tmp_path: Path) -> tuple[Path, dict]:
     arts = []
     for fmt, rel in (("savedmodel", "savedmodel"), ("onnx", "model.onnx")):
         size, sha, files = digest(d / rel)
-        a = {"format": fmt, "path": rel, "bytes": size, "sha256": sha, "quantization": None,
-             "verification": {"samples": 8, "maxAbsError": 1e-7, "maxRelError": 1e-8, "argmaxAgreement": None,
-                              "tolerance": {"maxAbs": 1e-5, "maxRel": 1e-5}, "passed": True, "outputs": []}}
+        a = {
+            "format": fmt,
+            "path": rel,
+            "bytes": size,
+            "sha256": sha,
+            "quantization": None,
+            "verification": {
+                "samples": 8,
+                "maxAbsError": 1e-7,
+                "maxRelError": 1e-8,
+                "argmaxAgreement": None,
+                "tolerance": {"maxAbs": 1e-5, "maxRel": 1e-5},
+                "passed": True,
+                "outputs": [],
+            },
+        }
         if files is not None:
             a["files"] = files
         arts.append(a)
@@ -124,11 +137,18 @@ def test_unpack_refuses_members_outside_the_directory_and_tars_without_manifest(
 
 
 def _job(**status):
-    job = load_job({"apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob",
-                    "metadata": {"name": "lin", "namespace": "ml", "uid": "u-1",
-                                 "creationTimestamp": "2026-01-01T00:00:00Z"},
-                    "spec": {"model": {"module": "tfps_trainer.examples.linear"}, "training": {"steps": 300},
-                             "storage": {"claimName": "data", "mountPath": "/vol"}}})
+    job = load_job(
+        {
+            "apiVersion": "tfps.dev/v1alpha1",
+            "kind": "PSTrainingJob",
+            "metadata": {"name": "lin", "namespace": "ml", "uid": "u-1", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {
+                "model": {"module": "tfps_trainer.examples.linear"},
+                "training": {"steps": 300},
+                "storage": {"claimName": "data", "mountPath": "/vol"},
+            },
+        }
+    )
     return job.model_copy(update={"status": job.model_validate({**job.to_wire(), "status": status}).status})
 
 
@@ -147,17 +167,24 @@ def test_reader_pod_mounts_the_claim_read_only_and_is_never_taken_for_a_trainer(
 
 def test_reader_pod_refuses_a_job_without_a_persistent_volume():
     job = _job()
-    job = job.model_copy(update={"spec": job.spec.model_copy(update={"storage": job.spec.storage.model_copy(
-        update={"claim_name": None})})})
+    job = job.model_copy(
+        update={
+            "spec": job.spec.model_copy(update={"storage": job.spec.storage.model_copy(update={"claim_name": None})})
+        }
+    )
     with pytest.raises(ValueError, match="no persistent volume"):
         reader_pod(job, "x", "img", 60)
 
 
 def test_get_table_shows_progress_and_checkpoint_age():
-    now = datetime(2026, 1, 1, 0, 10, tzinfo=timezone.utc)
-    job = _job(phase="Running", workers="2/2", restarts=1,
-               progress={"step": 120, "loss": 0.0312, "stepsPerSecond": 41.5},
-               checkpoint={"step": 100, "time": (now - timedelta(seconds=95)).isoformat()})
+    now = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
+    job = _job(
+        phase="Running",
+        workers="2/2",
+        restarts=1,
+        progress={"step": 120, "loss": 0.0312, "stepsPerSecond": 41.5},
+        checkpoint={"step": 100, "time": (now - timedelta(seconds=95)).isoformat()},
+    )
     lines = get_table([job], now=now).splitlines()
     assert lines[0].split() == ["NAME", "PHASE", "STEP", "LOSS", "STEPS/S", "CHECKPOINT", "WORKERS", "RESTARTS", "AGE"]
     assert lines[1].split() == ["lin", "Running", "120/300", "0.0312", "41.5", "100", "(95s", "ago)", "2/2", "1", "10m"]
@@ -165,9 +192,19 @@ def test_get_table_shows_progress_and_checkpoint_age():
 
 
 def test_describe_and_manifest_table_hold_conditions_and_figures(tmp_path):
-    now = datetime(2026, 1, 1, 1, 0, tzinfo=timezone.utc)
-    job = _job(phase="Failed", conditions=[{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
-                                             "message": "ps-0 failed 4 times", "lastTransitionTime": "2026-01-01T00:59:00Z"}])
+    now = datetime(2026, 1, 1, 1, 0, tzinfo=UTC)
+    job = _job(
+        phase="Failed",
+        conditions=[
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "BackoffLimitExceeded",
+                "message": "ps-0 failed 4 times",
+                "lastTransitionTime": "2026-01-01T00:59:00Z",
+            }
+        ],
+    )
     text = describe(job, [], [], now=now)
     assert "BackoffLimitExceeded" in text and "ps-0 failed 4 times" in text and "Phase:       Failed" in text
     _, manifest = _export(tmp_path)
@@ -191,7 +228,11 @@ def test_cli_without_a_usable_kubeconfig_says_so(capsys, tmp_path):
 def test_events_of_a_job_are_those_of_its_own_children_only():
     from tfps_operator.client.jobs import _is_child
 
-    assert _is_child("j", "Pod", "j-chief-0") and _is_child("j", "Pod", "j-export-x7k2p") and _is_child("j", "Job", "j-export")
+    assert (
+        _is_child("j", "Pod", "j-chief-0")
+        and _is_child("j", "Pod", "j-export-x7k2p")
+        and _is_child("j", "Job", "j-export")
+    )
     assert _is_child("j", "Service", "j") and _is_child("j", "PersistentVolumeClaim", "j-storage")
     assert not _is_child("j", "Pod", "j-2-chief-0") and not _is_child("j", "Pod", "j-ps-chief-0")
     assert not _is_child("j", "PSTrainingJob", "j-2") and not _is_child("j", "Service", "j-2")

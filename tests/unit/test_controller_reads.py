@@ -23,11 +23,16 @@ SETTINGS = OperatorSettings(build=BuildConfig(default_image="tfps-trainer:test")
 
 def job_body(rv: int = 10, **status: Any) -> dict[str, Any]:
     return {
-        "apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob",
+        "apiVersion": "tfps.dev/v1alpha1",
+        "kind": "PSTrainingJob",
         "metadata": {"name": "mnist", "namespace": "team-a", "uid": UID, "generation": 1, "resourceVersion": str(rv)},
-        "spec": {"model": {"module": "tfps_trainer.examples.linear"}, "training": {"steps": 100},
-                 "storage": {"claimName": "data"}, "export": {"preflight": False},
-                 "replicas": {"ps": {"replicas": 1}, "worker": {"replicas": 2}}},
+        "spec": {
+            "model": {"module": "tfps_trainer.examples.linear"},
+            "training": {"steps": 100},
+            "storage": {"claimName": "data"},
+            "export": {"preflight": False},
+            "replicas": {"ps": {"replicas": 1}, "worker": {"replicas": 2}},
+        },
         **({"status": status} if status else {}),
     }
 
@@ -35,7 +40,9 @@ def job_body(rv: int = 10, **status: Any) -> dict[str, Any]:
 class RecordingKube:
     """Answers like the API server would for one job, and records every call."""
 
-    def __init__(self, job: dict[str, Any], conflict_once: bool = False, refuse: dict[str, tuple[int, str]] | None = None):
+    def __init__(
+        self, job: dict[str, Any], conflict_once: bool = False, refuse: dict[str, tuple[int, str]] | None = None
+    ):
         self.job, self.calls, self.conflict_once = job, [], conflict_once
         self.rv = itertools.count(int(job["metadata"]["resourceVersion"]) + 1)
         self.dry_runs: list[str] = []
@@ -60,13 +67,20 @@ class RecordingKube:
             self.job = {**self.job, "metadata": {**self.job["metadata"], "resourceVersion": str(next(self.rv))}}
             raise ApiError(409, "Conflict", "the object has been modified", "PATCH", name)
         merged = {**(self.job.get("status") or {}), **{k: v for k, v in status.items() if v is not None}}
-        self.job = {**self.job, "status": merged,
-                    "metadata": {**self.job["metadata"], "resourceVersion": str(next(self.rv))}}
+        self.job = {
+            **self.job,
+            "status": merged,
+            "metadata": {**self.job["metadata"], "resourceVersion": str(next(self.rv))},
+        }
         return self.job
 
     async def create_or_adopt(self, manifest: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         self.calls.append(("POST", manifest["kind"], manifest["metadata"]["name"]))
-        meta = {**manifest["metadata"], "uid": f"uid-{manifest['metadata']['name']}", "resourceVersion": str(next(self.rv))}
+        meta = {
+            **manifest["metadata"],
+            "uid": f"uid-{manifest['metadata']['name']}",
+            "resourceVersion": str(next(self.rv)),
+        }
         return {**manifest, "metadata": meta}, True
 
     async def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
@@ -93,8 +107,14 @@ def test_a_new_job_is_built_without_a_single_read_and_a_second_pass_creates_noth
     verbs = [c[0] for c in kube.calls]
     assert "GET" not in verbs
     created = sorted(f"{c[1]}/{c[2]}" for c in kube.calls if c[0] == "POST" and c[1] != "Event")
-    assert created == ["NetworkPolicy/mnist", "Pod/mnist-chief-0", "Pod/mnist-ps-0", "Pod/mnist-worker-0",
-                       "Pod/mnist-worker-1", "Service/mnist"], created
+    assert created == [
+        "NetworkPolicy/mnist",
+        "Pod/mnist-chief-0",
+        "Pod/mnist-ps-0",
+        "Pod/mnist-worker-0",
+        "Pod/mnist-worker-1",
+        "Service/mnist",
+    ], created
     # A brand-new job: children first, then ONE status write that already reports them.
     assert [c for c in kube.calls if c[0] == "PATCH"] == [("PATCH", "status", "mnist")]
     assert kube.calls.index(("PATCH", "status", "mnist")) == 6
@@ -120,8 +140,12 @@ def test_a_restart_is_durable_before_its_pods_are_recreated():
 
     pods = state.recent.pods([])
     ps = next(p for p in pods if p.role == "ps")
-    failed = [dataclasses.replace(p, phase="Failed", exit_code=1) if p.name == ps.name else
-              dataclasses.replace(p, phase="Running", scheduled=True, ready=True) for p in pods]
+    failed = [
+        dataclasses.replace(p, phase="Failed", exit_code=1)
+        if p.name == ps.name
+        else dataclasses.replace(p, phase="Running", scheduled=True, ready=True)
+        for p in pods
+    ]
     running = dict(kube.job["status"], phase="Running")
     kube.calls.clear()
     views = Views(pods={("team-a", "mnist"): failed}, export_jobs={}, children=({},))
@@ -152,6 +176,7 @@ def test_the_live_body_wins_once_it_is_as_new_as_our_write():
 
 
 # --- RecentWrites -----------------------------------------------------------------------------------
+
 
 def pod(name: str, uid: str, phase: str = "Pending", deleting: bool = False) -> PodObs:
     meta: dict[str, Any] = {"name": name, "uid": uid}
@@ -196,10 +221,14 @@ def test_unechoed_writes_expire():
 
 
 def test_existing_children_are_only_those_this_job_controls():
-    ours = {"kind": "Service", "metadata": {"name": "j-workers", "uid": "s1",
-                                            "ownerReferences": [{"controller": True, "uid": UID}]}}
-    theirs = {"kind": "NetworkPolicy", "metadata": {"name": "j", "uid": "n1",
-                                                    "ownerReferences": [{"controller": True, "uid": "someone"}]}}
+    ours = {
+        "kind": "Service",
+        "metadata": {"name": "j-workers", "uid": "s1", "ownerReferences": [{"controller": True, "uid": UID}]},
+    }
+    theirs = {
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "j", "uid": "n1", "ownerReferences": [{"controller": True, "uid": "someone"}]},
+    }
     indexed: list[ChildRef] = [child_ref("Service", ours), child_ref("NetworkPolicy", theirs)]
     recent = RecentWrites()
     assert recent.existing(indexed, UID) == {"Service/j-workers"}
@@ -209,25 +238,37 @@ def test_existing_children_are_only_those_this_job_controls():
 
 # --- status writes: counts wait, transitions do not -------------------------------------------------
 
+
 def test_only_counts_and_wording_count_as_a_minor_status_change():
     from tfps_operator.api.models import PSTrainingJobStatus
     from tfps_operator.kube.executor import minor_status_change
 
     def st(**kw: Any) -> PSTrainingJobStatus:
-        base = {"phase": "Pending", "workers": "0/2", "replicaStatuses": {"worker": {"active": 2}},
-                "conditions": [{"type": "Scheduled", "status": "False", "reason": "Scheduling", "message": "2 pods"}]}
+        base = {
+            "phase": "Pending",
+            "workers": "0/2",
+            "replicaStatuses": {"worker": {"active": 2}},
+            "conditions": [{"type": "Scheduled", "status": "False", "reason": "Scheduling", "message": "2 pods"}],
+        }
         return PSTrainingJobStatus.model_validate({**base, **kw})
 
     assert not minor_status_change(st(), st())  # no change at all
     assert minor_status_change(st(), st(workers="1/2", replicaStatuses={"worker": {"active": 2, "ready": 1}}))
-    assert minor_status_change(st(), st(conditions=[{"type": "Scheduled", "status": "False", "reason": "Scheduling",
-                                                     "message": "1 pod"}]))
+    assert minor_status_change(
+        st(), st(conditions=[{"type": "Scheduled", "status": "False", "reason": "Scheduling", "message": "1 pod"}])
+    )
     assert not minor_status_change(st(), st(phase="Running"))
     # all pods scheduled is progress, not news; a scheduling problem is news
-    assert minor_status_change(st(), st(conditions=[{"type": "Scheduled", "status": "True", "reason": "AllPodsScheduled"}]))
-    assert not minor_status_change(st(), st(conditions=[{"type": "Scheduled", "status": "False", "reason": "Unschedulable",
-                                                         "message": "0/2 nodes"}]))
-    assert not minor_status_change(st(), st(conditions=[{"type": "Created", "status": "False", "reason": "CreateFailed"}]))
+    assert minor_status_change(
+        st(), st(conditions=[{"type": "Scheduled", "status": "True", "reason": "AllPodsScheduled"}])
+    )
+    assert not minor_status_change(
+        st(),
+        st(conditions=[{"type": "Scheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 nodes"}]),
+    )
+    assert not minor_status_change(
+        st(), st(conditions=[{"type": "Created", "status": "False", "reason": "CreateFailed"}])
+    )
     assert not minor_status_change(st(), st(restarts=1))
 
 
@@ -237,12 +278,12 @@ def test_a_pass_that_only_moves_counts_right_after_a_write_defers_it():
     kube = RecordingKube(job_body())
     controller = Controller(kube, dataclasses.replace(SETTINGS, status_interval_seconds=60.0))  # type: ignore[arg-type]
     state = _JobState(asyncio.Event())
-    one_pass(controller, state, job_body(), empty_views())   # children created, then Pending + Created=True
+    one_pass(controller, state, job_body(), empty_views())  # children created, then Pending + Created=True
     scheduled = [dataclasses.replace(p, scheduled=True) for p in state.recent.pods([])][:1]
     kube.calls.clear()
     views = Views(pods={("team-a", "mnist"): scheduled}, export_jobs={}, children=({},))
     delay = one_pass(controller, state, job_body(), views)
-    assert kube.calls == [] and 0 < delay <= 60.0   # one pod scheduled: only the Scheduled message moved
+    assert kube.calls == [] and 0 < delay <= 60.0  # one pod scheduled: only the Scheduled message moved
     state.last_status_write -= 61.0
     one_pass(controller, state, job_body(), views)
     assert kube.calls == [("PATCH", "status", "mnist")]
@@ -256,13 +297,13 @@ def test_progress_only_writes_space_out_and_a_significant_write_resets_them():
     settings = dataclasses.replace(SETTINGS, status_interval_seconds=3.0, status_interval_max_seconds=30.0)
     state = _JobState(asyncio.Event())
     waits = []
-    for _ in range(6):   # six progress-only writes in a row
+    for _ in range(6):  # six progress-only writes in a row
         Controller._remember(state, Outcome(status_written=True), progress_only=True)
         waits.append(round(state.progress_wait(settings, state.last_status_write), 6))
     assert waits == [6.0, 12.0, 24.0, 30.0, 30.0, 30.0]
-    Controller._remember(state, Outcome(status_written=False), progress_only=True)   # nothing written: no change
+    Controller._remember(state, Outcome(status_written=False), progress_only=True)  # nothing written: no change
     assert state.progress_writes == 6
-    Controller._remember(state, Outcome(status_written=True))   # a phase change, say
+    Controller._remember(state, Outcome(status_written=True))  # a phase change, say
     assert state.progress_writes == 0 and state.progress_wait(settings, state.last_status_write) == 3.0
 
 
@@ -285,10 +326,15 @@ def test_at_most_max_concurrent_passes_jobs_reconcile_at_once():
             self.in_flight[job] -= 1
             return await super().create_or_adopt(manifest)
 
-        async def patch_status(self, namespace: str, name: str, status: dict[str, Any], rv: str | None) -> dict[str, Any]:
+        async def patch_status(
+            self, namespace: str, name: str, status: dict[str, Any], rv: str | None
+        ) -> dict[str, Any]:
             self.calls.append(("PATCH", "status", name))
-            return {**job_body(), "metadata": {**job_body()["metadata"], "name": name, "resourceVersion": "99"},
-                    "status": status}
+            return {
+                **job_body(),
+                "metadata": {**job_body()["metadata"], "name": name, "resourceVersion": "99"},
+                "status": status,
+            }
 
     def named(i: int) -> dict[str, Any]:
         body = job_body()
@@ -298,19 +344,25 @@ def test_at_most_max_concurrent_passes_jobs_reconcile_at_once():
     controller = Controller(kube, dataclasses.replace(SETTINGS, max_concurrent_passes=2))  # type: ignore[arg-type]
 
     async def all_jobs() -> list[float | None]:
-        return await asyncio.gather(*(controller.reconcile_once("team-a", f"j{i}", _JobState(asyncio.Event()), named(i),
-                                                                empty_views()) for i in range(6)))
+        return await asyncio.gather(
+            *(
+                controller.reconcile_once("team-a", f"j{i}", _JobState(asyncio.Event()), named(i), empty_views())
+                for i in range(6)
+            )
+        )
 
     delays = asyncio.run(all_jobs())
     assert all(d is not None for d in delays)
     created = {name for verb, _kind, name in kube.calls if verb == "POST" and _kind == "Pod"}
-    assert {f"j{i}-chief-0" for i in range(6)} <= created   # every job got its pods...
-    assert kube.most_jobs_at_once == 2                      # ...never more than two jobs at a time
+    assert {f"j{i}-chief-0" for i in range(6)} <= created  # every job got its pods...
+    assert kube.most_jobs_at_once == 2  # ...never more than two jobs at a time
 
 
 def test_a_new_run_the_api_server_refuses_creates_nothing_and_fails_as_invalid_spec():
-    refusal = ('Pod "mnist-worker-0" is invalid: spec.tolerations[0].operator: Unsupported value: "Sometimes": '
-               'supported values: "Equal", "Exists"')
+    refusal = (
+        'Pod "mnist-worker-0" is invalid: spec.tolerations[0].operator: Unsupported value: "Sometimes": '
+        'supported values: "Equal", "Exists"'
+    )
     refuse = {f"Pod/mnist-worker-{i}": (422, refusal.replace("worker-0", f"worker-{i}")) for i in range(2)}
     refuse["Service/mnist"] = (409, "already exists")  # an existing child is no refusal
     kube = RecordingKube(job_body(), refuse=refuse)

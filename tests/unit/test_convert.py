@@ -13,7 +13,9 @@ from tfps_operator.api.validate import validate_job
 from tfps_operator.convert import ConvertError, convert, main, render
 
 
-def replica(replicas=None, restart=None, command=("python", "train.py"), image="registry/team/ps-train:1.4", **container):
+def replica(
+    replicas=None, restart=None, command=("python", "train.py"), image="registry/team/ps-train:1.4", **container
+):
     c = {"name": "tensorflow", "image": image, **({"command": list(command)} if command else {}), **container}
     rs = {"template": {"spec": {"containers": [c]}}}
     if replicas is not None:
@@ -24,58 +26,136 @@ def replica(replicas=None, restart=None, command=("python", "train.py"), image="
 
 
 def tfjob(specs, **spec):
-    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "mnist-ps", "namespace": "ml"},
-            "spec": {"tfReplicaSpecs": specs, **spec}}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "mnist-ps", "namespace": "ml"},
+        "spec": {"tfReplicaSpecs": specs, **spec},
+    }
 
 
 # A TFJob as Kubeflow documents it for ParameterServerStrategy: Chief, PS, Worker, Evaluator.
 PSS_TFJOB = tfjob(
     {
-        "Chief": {"replicas": 1, "restartPolicy": "OnFailure", "template": {
-            "metadata": {"annotations": {"sidecar.istio.io/inject": "false"}},
-            "spec": {"nodeSelector": {"pool": "cpu"}, "tolerations": [{"key": "ml", "operator": "Exists"}],
-                     "serviceAccountName": "trainer",
-                     "containers": [{"name": "tensorflow", "image": "gcr.io/p/train:2",
-                                     "command": ["python", "/app/train.py"], "args": ["--epochs=3"],
-                                     "env": [{"name": "GCS_BUCKET", "value": "gs://b"}],
-                                     "ports": [{"name": "tfjob-port", "containerPort": 2222}],
-                                     "resources": {"limits": {"cpu": "4", "memory": "8Gi"}}}]}}},
-        "PS": {"replicas": 2, "restartPolicy": "OnFailure", "template": {"spec": {"containers": [
-            {"name": "tensorflow", "image": "gcr.io/p/train:2", "command": ["python", "/app/train.py"],
-             "args": ["--epochs=3"], "ports": [{"name": "tfjob-port", "containerPort": 2222}]}]}}},
-        "Worker": {"replicas": 3, "restartPolicy": "ExitCode", "template": {"spec": {"containers": [
-            {"name": "tensorflow", "image": "gcr.io/p/train:2", "command": ["python", "/app/train.py"],
-             "args": ["--epochs=3"], "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}},
-        "Evaluator": {"replicas": 1, "template": {"spec": {"containers": [
-            {"name": "tensorflow", "image": "gcr.io/p/train:2", "command": ["python", "/app/train.py"],
-             "args": ["--epochs=3"]}]}}},
+        "Chief": {
+            "replicas": 1,
+            "restartPolicy": "OnFailure",
+            "template": {
+                "metadata": {"annotations": {"sidecar.istio.io/inject": "false"}},
+                "spec": {
+                    "nodeSelector": {"pool": "cpu"},
+                    "tolerations": [{"key": "ml", "operator": "Exists"}],
+                    "serviceAccountName": "trainer",
+                    "containers": [
+                        {
+                            "name": "tensorflow",
+                            "image": "gcr.io/p/train:2",
+                            "command": ["python", "/app/train.py"],
+                            "args": ["--epochs=3"],
+                            "env": [{"name": "GCS_BUCKET", "value": "gs://b"}],
+                            "ports": [{"name": "tfjob-port", "containerPort": 2222}],
+                            "resources": {"limits": {"cpu": "4", "memory": "8Gi"}},
+                        }
+                    ],
+                },
+            },
+        },
+        "PS": {
+            "replicas": 2,
+            "restartPolicy": "OnFailure",
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "tensorflow",
+                            "image": "gcr.io/p/train:2",
+                            "command": ["python", "/app/train.py"],
+                            "args": ["--epochs=3"],
+                            "ports": [{"name": "tfjob-port", "containerPort": 2222}],
+                        }
+                    ]
+                }
+            },
+        },
+        "Worker": {
+            "replicas": 3,
+            "restartPolicy": "ExitCode",
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "tensorflow",
+                            "image": "gcr.io/p/train:2",
+                            "command": ["python", "/app/train.py"],
+                            "args": ["--epochs=3"],
+                            "resources": {"limits": {"nvidia.com/gpu": 1}},
+                        }
+                    ]
+                }
+            },
+        },
+        "Evaluator": {
+            "replicas": 1,
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "tensorflow",
+                            "image": "gcr.io/p/train:2",
+                            "command": ["python", "/app/train.py"],
+                            "args": ["--epochs=3"],
+                        }
+                    ]
+                }
+            },
+        },
     },
-    runPolicy={"cleanPodPolicy": "All", "backoffLimit": 5, "activeDeadlineSeconds": 7200,
-               "ttlSecondsAfterFinished": 600, "suspend": False},
+    runPolicy={
+        "cleanPodPolicy": "All",
+        "backoffLimit": 5,
+        "activeDeadlineSeconds": 7200,
+        "ttlSecondsAfterFinished": 600,
+        "suspend": False,
+    },
 )
 
 
 def test_a_parameter_server_tfjob_maps_field_by_field() -> None:
     conv = convert(copy.deepcopy(PSS_TFJOB))
     assert conv.job == {
-        "apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob", "metadata": {"name": "mnist-ps", "namespace": "ml"},
+        "apiVersion": "tfps.dev/v1alpha1",
+        "kind": "PSTrainingJob",
+        "metadata": {"name": "mnist-ps", "namespace": "ml"},
         "spec": {
             "image": "gcr.io/p/train:2",
             "model": {"command": ["python", "/app/train.py", "--epochs=3"]},
             "replicas": {
-                "chief": {"replicas": 1, "restartPolicy": "OnFailure", "resources": {"limits": {"cpu": "4", "memory": "8Gi"}},
-                          "template": {"metadata": {"annotations": {"sidecar.istio.io/inject": "false"}},
-                                       "spec": {"env": [{"name": "GCS_BUCKET", "value": "gs://b"}],
-                                                "nodeSelector": {"pool": "cpu"},
-                                                "tolerations": [{"key": "ml", "operator": "Exists"}],
-                                                "serviceAccountName": "trainer"}}},
+                "chief": {
+                    "replicas": 1,
+                    "restartPolicy": "OnFailure",
+                    "resources": {"limits": {"cpu": "4", "memory": "8Gi"}},
+                    "template": {
+                        "metadata": {"annotations": {"sidecar.istio.io/inject": "false"}},
+                        "spec": {
+                            "env": [{"name": "GCS_BUCKET", "value": "gs://b"}],
+                            "nodeSelector": {"pool": "cpu"},
+                            "tolerations": [{"key": "ml", "operator": "Exists"}],
+                            "serviceAccountName": "trainer",
+                        },
+                    },
+                },
                 "ps": {"replicas": 2, "restartPolicy": "OnFailure"},
                 "worker": {"replicas": 3, "restartPolicy": "ExitCode", "resources": {"limits": {"nvidia.com/gpu": 1}}},
                 "evaluator": {"replicas": 1, "restartPolicy": "Never"},  # TFJob's default restart policy
             },
             "training": {"port": 2222},
-            "runPolicy": {"cleanPodPolicy": "All", "backoffLimit": 5, "activeDeadlineSeconds": 7200,
-                          "ttlSecondsAfterFinished": 600, "suspend": False},
+            "runPolicy": {
+                "cleanPodPolicy": "All",
+                "backoffLimit": 5,
+                "activeDeadlineSeconds": 7200,
+                "ttlSecondsAfterFinished": 600,
+                "suspend": False,
+            },
             "export": {"enabled": False},
         },
     }
@@ -87,7 +167,10 @@ def test_tfjob_defaults_replicas_1_restart_never_clean_pod_policy_running() -> N
     conv = convert(tfjob({"Chief": replica(), "PS": replica(), "Worker": replica()}))
     spec = conv.job["spec"]
     assert {r: (v["replicas"], v["restartPolicy"]) for r, v in spec["replicas"].items()} == {
-        "chief": (1, "Never"), "ps": (1, "Never"), "worker": (1, "Never")}
+        "chief": (1, "Never"),
+        "ps": (1, "Never"),
+        "worker": (1, "Never"),
+    }
     assert spec["runPolicy"] == {"cleanPodPolicy": "Running"}
     assert spec["image"] == "registry/team/ps-train:1.4" and spec["model"]["command"] == ["python", "train.py"]
 
@@ -99,30 +182,56 @@ def test_master_is_the_chief_and_always_becomes_on_failure() -> None:
 
 
 def test_per_replica_programs_and_images_stay_per_replica() -> None:
-    conv = convert(tfjob({"Chief": replica(1, command=("python", "chief.py")),
-                          "PS": replica(1, command=("python", "ps.py"), image="registry/ps:1"),
-                          "Worker": replica(2, command=None, args=["python", "worker.py"], image="registry/worker:1")}))
+    conv = convert(
+        tfjob(
+            {
+                "Chief": replica(1, command=("python", "chief.py")),
+                "PS": replica(1, command=("python", "ps.py"), image="registry/ps:1"),
+                "Worker": replica(2, command=None, args=["python", "worker.py"], image="registry/worker:1"),
+            }
+        )
+    )
     spec = conv.job["spec"]
     assert "image" not in spec
     assert spec["model"]["command"] == ["python", "chief.py"]
     assert spec["replicas"]["ps"]["template"]["spec"]["command"] == ["python", "ps.py"]
     assert spec["replicas"]["worker"]["template"]["spec"]["command"] == ["python", "worker.py"]
     assert [spec["replicas"][r]["image"] for r in ("chief", "ps", "worker")] == [
-        "registry/team/ps-train:1.4", "registry/ps:1", "registry/worker:1"]
+        "registry/team/ps-train:1.4",
+        "registry/ps:1",
+        "registry/worker:1",
+    ]
     assert any("assumes the image has no ENTRYPOINT" in n for n in conv.notes)
     validate_job(conv.job)
 
 
 UNSUPPORTED = tfjob(
-    {"Chief": {"replicas": 1, "template": {"spec": {
-        "hostNetwork": True,
-        "containers": [{"name": "tensorflow", "image": "i:1", "command": ["python", "t.py"], "workingDir": "/app",
-                        "livenessProbe": {"exec": {"command": ["true"]}},
-                        "env": [{"name": "TF_CONFIG", "value": "{}"}]},
-                       {"name": "log-shipper", "image": "fluent:1"}]}}},
-     "PS": replica(1), "Worker": replica(1)},
+    {
+        "Chief": {
+            "replicas": 1,
+            "template": {
+                "spec": {
+                    "hostNetwork": True,
+                    "containers": [
+                        {
+                            "name": "tensorflow",
+                            "image": "i:1",
+                            "command": ["python", "t.py"],
+                            "workingDir": "/app",
+                            "livenessProbe": {"exec": {"command": ["true"]}},
+                            "env": [{"name": "TF_CONFIG", "value": "{}"}],
+                        },
+                        {"name": "log-shipper", "image": "fluent:1"},
+                    ],
+                }
+            },
+        },
+        "PS": replica(1),
+        "Worker": replica(1),
+    },
     runPolicy={"schedulingPolicy": {"minAvailable": 3, "queue": "ml", "priorityClass": "high"}, "backoffLimit": 2},
-    successPolicy="AllWorkers", enableDynamicWorker=True,
+    successPolicy="AllWorkers",
+    enableDynamicWorker=True,
 )
 
 
@@ -130,7 +239,9 @@ def test_every_field_not_carried_over_is_named() -> None:
     conv = convert(copy.deepcopy(UNSUPPORTED))
     named = {d.path for d in conv.not_carried}
     assert named == {
-        "spec.successPolicy", "spec.enableDynamicWorker", "spec.runPolicy.schedulingPolicy.queue",
+        "spec.successPolicy",
+        "spec.enableDynamicWorker",
+        "spec.runPolicy.schedulingPolicy.queue",
         "spec.tfReplicaSpecs.Chief.template.spec.hostNetwork",
         "spec.tfReplicaSpecs.Chief.template.spec.containers[1] (log-shipper)",
         "spec.tfReplicaSpecs.Chief.template.spec.containers[0].workingDir",
@@ -146,16 +257,25 @@ def test_every_field_not_carried_over_is_named() -> None:
     assert yaml.safe_load(text) == conv.job
 
 
-@pytest.mark.parametrize("doc, message", [
-    (tfjob({"PS": replica(1), "Worker": replica(2)}), "no Chief (or Master)"),
-    (tfjob({"Chief": replica(2), "PS": replica(1), "Worker": replica(1)}), "Chief.replicas: must be 1"),
-    (tfjob({"Chief": replica(1), "Worker": replica(1)}), "no PS replica"),
-    (tfjob({"Chief": replica(1), "PS": replica(1), "Worker": replica(1), "Launcher": replica(1)}), "Launcher: not a TFJob replica type"),
-    (tfjob({"Chief": replica(1, command=None), "PS": replica(1), "Worker": replica(1)}), "neither command nor args"),
-    (tfjob({"Chief": replica(1, restart="Sometimes"), "PS": replica(1), "Worker": replica(1)}), "Sometimes"),
-    ({**tfjob({}), "kind": "PyTorchJob"}, "kind: expected TFJob"),
-    ({**tfjob({}), "apiVersion": "kubeflow.org/v1beta2"}, "apiVersion: expected kubeflow.org/v1"),
-])
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        (tfjob({"PS": replica(1), "Worker": replica(2)}), "no Chief (or Master)"),
+        (tfjob({"Chief": replica(2), "PS": replica(1), "Worker": replica(1)}), "Chief.replicas: must be 1"),
+        (tfjob({"Chief": replica(1), "Worker": replica(1)}), "no PS replica"),
+        (
+            tfjob({"Chief": replica(1), "PS": replica(1), "Worker": replica(1), "Launcher": replica(1)}),
+            "Launcher: not a TFJob replica type",
+        ),
+        (
+            tfjob({"Chief": replica(1, command=None), "PS": replica(1), "Worker": replica(1)}),
+            "neither command nor args",
+        ),
+        (tfjob({"Chief": replica(1, restart="Sometimes"), "PS": replica(1), "Worker": replica(1)}), "Sometimes"),
+        ({**tfjob({}), "kind": "PyTorchJob"}, "kind: expected TFJob"),
+        ({**tfjob({}), "apiVersion": "kubeflow.org/v1beta2"}, "apiVersion: expected kubeflow.org/v1"),
+    ],
+)
 def test_tfjobs_that_cannot_work_here_are_refused_naming_the_field(doc, message) -> None:
     with pytest.raises(ConvertError, match=message.replace("(", r"\(").replace(")", r"\)")):
         convert(doc)

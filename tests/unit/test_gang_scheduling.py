@@ -4,6 +4,7 @@ the GangScheduled condition; and that none of it appears while the operator does
 from __future__ import annotations
 
 from _operator_helpers import CFG, T0, UID, all_pods, infra, make_job, observed, pod, status
+
 from tfps_operator.manifests.export_job import export_job
 from tfps_operator.manifests.podgroup import POD_GROUP_LABEL, min_member, pod_group
 from tfps_operator.manifests.pods import desired_pods
@@ -13,8 +14,14 @@ from tfps_operator.reconcile.machine import reconcile
 from tfps_operator.settings import BuildConfig, from_args
 
 GANG = BuildConfig(default_image="tfps-trainer:test", gang_scheduler_name="scheduler-plugins-scheduler")
-OWNER = {"apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob", "name": "mnist", "uid": UID,
-         "controller": True, "blockOwnerDeletion": True}
+OWNER = {
+    "apiVersion": "tfps.dev/v1alpha1",
+    "kind": "PSTrainingJob",
+    "name": "mnist",
+    "uid": UID,
+    "controller": True,
+    "blockOwnerDeletion": True,
+}
 
 
 def gang_infra(job):
@@ -26,6 +33,7 @@ def created_kinds(plan):
 
 
 # --- the PodGroup ---------------------------------------------------------------------------------
+
 
 def test_pod_group_reads_like_its_manifest():
     job = make_job(ps=2, workers=3, runPolicy={"schedulingPolicy": {"minAvailable": 4, "scheduleTimeoutSeconds": 60}})
@@ -61,6 +69,7 @@ def test_no_pod_group_without_gang_scheduling_even_when_the_job_sets_min_availab
 
 # --- the pods -------------------------------------------------------------------------------------
 
+
 def test_trainer_pods_join_the_group_and_use_the_gang_scheduler():
     job = make_job(ps=1, workers=2)
     pods = desired_pods(job, GANG)
@@ -86,9 +95,15 @@ def test_without_gang_scheduling_pods_carry_no_group_and_the_default_scheduler()
 
 
 def test_priority_class_goes_on_every_pod_and_a_template_priority_class_wins():
-    job = make_job(ps=1, workers=1, runPolicy={"schedulingPolicy": {"priorityClass": "training"}},
-                   replicas={"ps": {"replicas": 1}, "worker": {"replicas": 1,
-                             "template": {"spec": {"priorityClassName": "urgent"}}}})
+    job = make_job(
+        ps=1,
+        workers=1,
+        runPolicy={"schedulingPolicy": {"priorityClass": "training"}},
+        replicas={
+            "ps": {"replicas": 1},
+            "worker": {"replicas": 1, "template": {"spec": {"priorityClassName": "urgent"}}},
+        },
+    )
     pods = desired_pods(job, CFG)
     assert pods["mnist-chief-0"]["spec"]["priorityClassName"] == "training"
     assert pods["mnist-ps-0"]["spec"]["priorityClassName"] == "training"
@@ -97,6 +112,7 @@ def test_priority_class_goes_on_every_pod_and_a_template_priority_class_wins():
 
 
 # --- the state machine ----------------------------------------------------------------------------
+
 
 def test_new_gang_job_creates_its_pod_group_first_and_its_pods_once_the_group_exists():
     job = make_job(ps=1, workers=1)
@@ -118,10 +134,15 @@ def test_without_gang_scheduling_a_new_job_creates_no_pod_group_and_its_pods_at_
 
 def test_gang_waiting_for_room_reports_the_gang_schedulers_words():
     job = make_job(ps=1, workers=2, runPolicy={"schedulingPolicy": {"minAvailable": 3}})
-    says = "pre-filter pod mnist-worker-1 cannot find enough sibling pods, current pods number: 2, minMember of group: 3"
-    pods = [pod(job, "chief", 0, "Pending", scheduled=False, unschedulable=says),
-            pod(job, "ps", 0, "Pending", scheduled=False), pod(job, "worker", 0, "Pending", scheduled=False),
-            pod(job, "worker", 1, "Pending", scheduled=False)]
+    says = (
+        "pre-filter pod mnist-worker-1 cannot find enough sibling pods, current pods number: 2, minMember of group: 3"
+    )
+    pods = [
+        pod(job, "chief", 0, "Pending", scheduled=False, unschedulable=says),
+        pod(job, "ps", 0, "Pending", scheduled=False),
+        pod(job, "worker", 0, "Pending", scheduled=False),
+        pod(job, "worker", 1, "Pending", scheduled=False),
+    ]
     plan = reconcile(job, status(phase="Pending"), observed(job, pods, existing=gang_infra(job)), T0, GANG)
     c = C.get(plan.status, GANG_SCHEDULED)
     assert (c.status, c.reason) == ("False", "WaitingForGang")
@@ -140,10 +161,13 @@ def test_gang_bound_once_min_member_pods_are_bound():
 
 # --- settings -------------------------------------------------------------------------------------
 
+
 def test_gang_scheduling_is_off_unless_the_operator_is_given_a_gang_scheduler_name():
     class Args:
         pass
 
     assert from_args(Args(), {}).build.gang_scheduler_name is None
-    assert from_args(Args(), {"TFPS_GANG_SCHEDULER_NAME": "scheduler-plugins-scheduler"}).build.gang_scheduler_name == \
-        "scheduler-plugins-scheduler"
+    assert (
+        from_args(Args(), {"TFPS_GANG_SCHEDULER_NAME": "scheduler-plugins-scheduler"}).build.gang_scheduler_name
+        == "scheduler-plugins-scheduler"
+    )

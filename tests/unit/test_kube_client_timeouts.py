@@ -49,8 +49,9 @@ def silent() -> SilentServer:
 
 def test_a_call_to_a_stalled_api_server_fails_after_the_total_timeout(silent: SilentServer) -> None:
     async def call() -> tuple[ApiError, float]:
-        kube = await Kube.connect(lambda: kopf.ConnectionInfo(server=f"http://127.0.0.1:{silent.port}"),
-                                  timeout=0.5, connect_timeout=0.5)
+        kube = await Kube.connect(
+            lambda: kopf.ConnectionInfo(server=f"http://127.0.0.1:{silent.port}"), timeout=0.5, connect_timeout=0.5
+        )
         started = time.monotonic()
         try:
             with pytest.raises(ApiError) as info:

@@ -5,30 +5,40 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from tfps_operator.api.models import CheckpointStatus, PSTrainingJobStatus, TrainingProgress
-from tfps_operator.reconcile.observed import pod_obs
 from tfps_operator.monitor import ProgressMonitor, Report, chief_address, owned_status, parse_report, status_changes
+from tfps_operator.reconcile.observed import pod_obs
 from tfps_operator.settings import BuildConfig, OperatorSettings
 from tfps_trainer.progress import CheckpointInfo, Progress, ProgressServer
 
-NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 CK_TIME = "2026-01-01T11:59:30+00:00"
 
 
 def chief_json(**over):
-    body = {"role": "chief", "job": "mnist", "state": "running", "message": "", "step": 120, "target_steps": 1000,
-            "loss": 0.25, "steps_per_second": 41.5,
-            "checkpoint": {"step": 100, "path": "/data/ckpt/ckpt-100", "time": CK_TIME},
-            "metrics": {}, "updated": "2026-01-01T11:59:59+00:00"}
+    body = {
+        "role": "chief",
+        "job": "mnist",
+        "state": "running",
+        "message": "",
+        "step": 120,
+        "target_steps": 1000,
+        "loss": 0.25,
+        "steps_per_second": 41.5,
+        "checkpoint": {"step": 100, "path": "/data/ckpt/ckpt-100", "time": CK_TIME},
+        "metrics": {},
+        "updated": "2026-01-01T11:59:59+00:00",
+    }
     body.update(over)
     return json.dumps(body).encode()
 
 
 # --- parsing --------------------------------------------------------------------------------------
+
 
 def test_a_chief_report_gives_checkpoint_and_progress():
     r = parse_report(chief_json(), "mnist")
@@ -53,18 +63,38 @@ def test_another_jobs_or_another_roles_report_is_ignored():
     assert parse_report(chief_json(role="evaluator"), "mnist") is None
 
 
-@pytest.mark.parametrize("checkpoint", [
-    None, "ckpt-100", [100], {"step": "100", "path": "/p", "time": CK_TIME}, {"step": True, "path": "/p", "time": CK_TIME},
-    {"step": -1, "path": "/p", "time": CK_TIME}, {"step": 100, "path": 5, "time": CK_TIME}, {"step": 100, "path": "", "time": CK_TIME},
-    {"step": 100, "path": "/p", "time": "yesterday"}, {"step": 100, "path": "/p", "time": 1735732800}, {"step": 100, "path": "/p"},
-])
+@pytest.mark.parametrize(
+    "checkpoint",
+    [
+        None,
+        "ckpt-100",
+        [100],
+        {"step": "100", "path": "/p", "time": CK_TIME},
+        {"step": True, "path": "/p", "time": CK_TIME},
+        {"step": -1, "path": "/p", "time": CK_TIME},
+        {"step": 100, "path": 5, "time": CK_TIME},
+        {"step": 100, "path": "", "time": CK_TIME},
+        {"step": 100, "path": "/p", "time": "yesterday"},
+        {"step": 100, "path": "/p", "time": 1735732800},
+        {"step": 100, "path": "/p"},
+    ],
+)
 def test_a_bad_checkpoint_is_dropped_but_progress_still_counts(checkpoint):
     r = parse_report(chief_json(checkpoint=checkpoint), "mnist")
     assert r.checkpoint is None and r.progress.step == 120
 
 
-@pytest.mark.parametrize("field,value", [("loss", "0.2"), ("loss", float("nan")), ("loss", True), ("steps_per_second", None),
-                                         ("steps_per_second", {"x": 1}), ("loss", float("inf"))])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("loss", "0.2"),
+        ("loss", float("nan")),
+        ("loss", True),
+        ("steps_per_second", None),
+        ("steps_per_second", {"x": 1}),
+        ("loss", float("inf")),
+    ],
+)
 def test_a_bad_number_becomes_absent(field, value):
     raw = json.dumps(json.loads(chief_json()) | {field: value}).encode()  # NaN/Infinity as Python's json writes them
     r = parse_report(raw, "mnist")
@@ -83,6 +113,7 @@ def test_a_time_without_zone_is_utc():
 
 
 # --- change detection -----------------------------------------------------------------------------
+
 
 def test_first_report_writes_both_fields_in_wire_form():
     patch = status_changes(PSTrainingJobStatus(), parse_report(chief_json(), "mnist"), NOW)
@@ -117,6 +148,7 @@ def test_an_unreadable_stored_field_counts_as_absent():
 
 # --- the chief's address --------------------------------------------------------------------------
 
+
 def test_chief_address_only_for_a_running_pod_with_an_ip():
     running = {"metadata": {"name": "j-chief-0"}, "status": {"phase": "Running", "podIP": "127.1.0.7"}}
     assert chief_address(pod_obs(running)) == "127.1.0.7"
@@ -129,12 +161,15 @@ def test_chief_address_only_for_a_running_pod_with_an_ip():
 
 # --- fetching from the trainer's real server ------------------------------------------------------
 
+
 def test_fetch_reads_the_trainers_progress_server_and_fails_fast_when_nothing_listens():
     progress = Progress(role="chief", target_steps=10, job="mnist")
     progress.update(step=3, checkpoint=CheckpointInfo(2, "/d/ckpt-2", CK_TIME))
     server = ProgressServer(progress, "127.0.0.1", 0).start()
     try:
-        monitor = ProgressMonitor(None, OperatorSettings(monitor_seconds=1.0, build=BuildConfig(progress_port=server.port)))  # type: ignore[arg-type]
+        monitor = ProgressMonitor(
+            None, OperatorSettings(monitor_seconds=1.0, build=BuildConfig(progress_port=server.port))
+        )  # type: ignore[arg-type]
 
         async def go():
             try:

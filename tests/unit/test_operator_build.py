@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from _operator_helpers import CFG, UID, make_job
+
 from tfps_operator.manifests.export_job import export_job
 from tfps_operator.manifests.netpol import network_policy
 from tfps_operator.manifests.pods import BuildError, desired_pods, trainer_pod
@@ -15,8 +15,14 @@ from tfps_operator.manifests.service import headless_service
 from tfps_operator.settings import BuildConfig
 from tfps_trainer.config import DEFAULT_PROGRESS_PORT, JobSettings
 
-OWNER = {"apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob", "name": "mnist", "uid": UID,
-         "controller": True, "blockOwnerDeletion": True}
+OWNER = {
+    "apiVersion": "tfps.dev/v1alpha1",
+    "kind": "PSTrainingJob",
+    "name": "mnist",
+    "uid": UID,
+    "controller": True,
+    "blockOwnerDeletion": True,
+}
 
 
 def env(pod: dict) -> dict[str, str]:
@@ -56,7 +62,14 @@ def test_worker_pod_reads_like_its_manifest():
 def test_tf_config_uses_pod_dns_names_and_excludes_the_evaluator():
     job = make_job(ps=2, workers=2, evaluator=1)
     pods = desired_pods(job, CFG)
-    assert list(pods) == ["mnist-chief-0", "mnist-ps-0", "mnist-ps-1", "mnist-worker-0", "mnist-worker-1", "mnist-evaluator-0"]
+    assert list(pods) == [
+        "mnist-chief-0",
+        "mnist-ps-0",
+        "mnist-ps-1",
+        "mnist-worker-0",
+        "mnist-worker-1",
+        "mnist-evaluator-0",
+    ]
     tf = json.loads(env(pods["mnist-ps-1"])["TF_CONFIG"])
     assert tf == {
         "cluster": {
@@ -67,7 +80,10 @@ def test_tf_config_uses_pod_dns_names_and_excludes_the_evaluator():
         "task": {"type": "ps", "index": 1},
     }
     ev = json.loads(env(pods["mnist-evaluator-0"])["TF_CONFIG"])
-    assert ev == {"cluster": {"evaluator": ["mnist-evaluator-0.mnist.team-a.svc:2222"]}, "task": {"type": "evaluator", "index": 0}}
+    assert ev == {
+        "cluster": {"evaluator": ["mnist-evaluator-0.mnist.team-a.svc:2222"]},
+        "task": {"type": "evaluator", "index": 0},
+    }
 
 
 @pytest.mark.parametrize("ps,workers", [(1, 1), (3, 5), (1, 0)])
@@ -98,8 +114,13 @@ def test_trainer_settings_in_env_carry_the_job_root_and_progress_port():
 
 def test_pods_are_hardened_for_podsecurity_restricted():
     spec = trainer_pod(make_job(), "ps", 0, CFG)["spec"]
-    assert spec["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
-                                       "seccompProfile": {"type": "RuntimeDefault"}}
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "fsGroup": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     sc = spec["containers"][0]["securityContext"]
     assert sc["allowPrivilegeEscalation"] is False
     assert sc["capabilities"] == {"drop": ["ALL"]}
@@ -108,15 +129,26 @@ def test_pods_are_hardened_for_podsecurity_restricted():
 
 
 def test_template_overrides_are_merged_but_operator_labels_and_env_win():
-    job = make_job(replicas={
-        "ps": {"replicas": 1},
-        "worker": {"replicas": 1, "resources": {"limits": {"cpu": "2"}}, "template": {
-            "metadata": {"labels": {"team": "vision", "tfps.dev/job-name": "evil"}, "annotations": {"a": "b"}},
-            "spec": {"nodeSelector": {"gpu": "a100"}, "tolerations": [{"key": "gpu", "operator": "Exists"}],
-                     "env": [{"name": "EXTRA", "value": "1"}],
-                     "securityContext": {"readOnlyRootFilesystem": False},
-                     "volumes": [{"name": "data", "emptyDir": {}}],
-                     "volumeMounts": [{"name": "data", "mountPath": "/data"}]}}}})
+    job = make_job(
+        replicas={
+            "ps": {"replicas": 1},
+            "worker": {
+                "replicas": 1,
+                "resources": {"limits": {"cpu": "2"}},
+                "template": {
+                    "metadata": {"labels": {"team": "vision", "tfps.dev/job-name": "evil"}, "annotations": {"a": "b"}},
+                    "spec": {
+                        "nodeSelector": {"gpu": "a100"},
+                        "tolerations": [{"key": "gpu", "operator": "Exists"}],
+                        "env": [{"name": "EXTRA", "value": "1"}],
+                        "securityContext": {"readOnlyRootFilesystem": False},
+                        "volumes": [{"name": "data", "emptyDir": {}}],
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    },
+                },
+            },
+        }
+    )
     pod = trainer_pod(job, "worker", 0, CFG)
     assert pod["metadata"]["labels"]["team"] == "vision"
     assert pod["metadata"]["labels"]["tfps.dev/job-name"] == "mnist"
@@ -131,12 +163,21 @@ def test_template_overrides_are_merged_but_operator_labels_and_env_win():
     assert {"name": "data", "mountPath": "/data"} in c["volumeMounts"]
 
 
-@pytest.mark.parametrize("override,field", [
-    ({"env": [{"name": "TF_CONFIG", "value": "{}"}]}, "spec.replicas.worker.template.spec.env[0].name"),
-    ({"env": [{"name": "A", "value": "1"}, {"name": "TFPS_JOB", "value": "{}"}]}, "spec.replicas.worker.template.spec.env[1].name"),
-    ({"volumes": [{"name": "storage", "emptyDir": {}}]}, "spec.replicas.worker.template.spec.volumes[0].name"),
-    ({"volumeMounts": [{"name": "x", "mountPath": "/tfps"}]}, "spec.replicas.worker.template.spec.volumeMounts[0].mountPath"),
-])
+@pytest.mark.parametrize(
+    "override,field",
+    [
+        ({"env": [{"name": "TF_CONFIG", "value": "{}"}]}, "spec.replicas.worker.template.spec.env[0].name"),
+        (
+            {"env": [{"name": "A", "value": "1"}, {"name": "TFPS_JOB", "value": "{}"}]},
+            "spec.replicas.worker.template.spec.env[1].name",
+        ),
+        ({"volumes": [{"name": "storage", "emptyDir": {}}]}, "spec.replicas.worker.template.spec.volumes[0].name"),
+        (
+            {"volumeMounts": [{"name": "x", "mountPath": "/tfps"}]},
+            "spec.replicas.worker.template.spec.volumeMounts[0].mountPath",
+        ),
+    ],
+)
 def test_overrides_that_would_break_the_trainer_are_refused_naming_the_field(override, field):
     job = make_job(replicas={"worker": {"replicas": 1, "template": {"spec": override}}})
     with pytest.raises(BuildError, match=field.replace("[", r"\[").replace("]", r"\]")):
@@ -167,10 +208,20 @@ def test_network_policy_admits_grpc_from_own_pods_and_progress_from_the_operator
         "policyTypes": ["Ingress"],
         "ingress": [
             {"from": [{"podSelector": own}], "ports": [{"protocol": "TCP", "port": 2222}]},
-            {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "tfps-system"}},
-                       "podSelector": {"matchLabels": {"app.kubernetes.io/name": "tfps-operator",
-                                                       "app.kubernetes.io/component": "operator"}}}],
-             "ports": [{"protocol": "TCP", "port": DEFAULT_PROGRESS_PORT}]},
+            {
+                "from": [
+                    {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "tfps-system"}},
+                        "podSelector": {
+                            "matchLabels": {
+                                "app.kubernetes.io/name": "tfps-operator",
+                                "app.kubernetes.io/component": "operator",
+                            }
+                        },
+                    }
+                ],
+                "ports": [{"protocol": "TCP", "port": DEFAULT_PROGRESS_PORT}],
+            },
         ],
     }
 
@@ -179,8 +230,11 @@ def test_pvc_from_volume_claim_template_is_mounted_in_every_pod():
     job = make_job(storage={"volumeClaimTemplate": {"size": "5Gi", "storageClassName": "fast"}, "mountPath": "/data"})
     pvc = storage_claim(job)
     assert pvc["metadata"]["name"] == "mnist-storage" and pvc["metadata"]["ownerReferences"] == [OWNER]
-    assert pvc["spec"] == {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "5Gi"}},
-                           "storageClassName": "fast"}
+    assert pvc["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": "5Gi"}},
+        "storageClassName": "fast",
+    }
     for pod in desired_pods(job, CFG).values():
         assert {"name": "storage", "persistentVolumeClaim": {"claimName": "mnist-storage"}} in pod["spec"]["volumes"]
         assert {"name": "storage", "mountPath": "/data"} in pod["spec"]["containers"][0]["volumeMounts"]
@@ -189,12 +243,15 @@ def test_pvc_from_volume_claim_template_is_mounted_in_every_pod():
 def test_existing_claim_needs_no_pvc():
     job = make_job(storage={"claimName": "shared"})
     assert storage_claim(job) is None
-    assert {"name": "storage", "persistentVolumeClaim": {"claimName": "shared"}} in trainer_pod(job, "chief", 0, CFG)["spec"]["volumes"]
+    assert {"name": "storage", "persistentVolumeClaim": {"claimName": "shared"}} in trainer_pod(job, "chief", 0, CFG)[
+        "spec"
+    ]["volumes"]
 
 
 def test_export_job_runs_the_exporter_hardened_on_the_same_storage():
-    job = make_job(storage={"claimName": "shared"},
-                   export={"backoffLimit": 2, "resources": {"requests": {"memory": "2Gi"}}})
+    job = make_job(
+        storage={"claimName": "shared"}, export={"backoffLimit": 2, "resources": {"requests": {"memory": "2Gi"}}}
+    )
     ej = export_job(job, CFG)
     assert ej["apiVersion"] == "batch/v1" and ej["kind"] == "Job"
     assert ej["metadata"]["name"] == "mnist-export"
@@ -218,16 +275,26 @@ def test_operator_never_imports_tensorflow():
     import subprocess
     import sys
 
-    code = ("import sys, tfps_operator.reconcile.machine, tfps_operator.handlers, tfps_operator.kube; "
-            "from tfps_trainer.export.result import parse_message; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'tf_keras')]; "
-            "sys.exit(f'imported {bad}' if bad else 0)")
+    code = (
+        "import sys, tfps_operator.reconcile.machine, tfps_operator.handlers, tfps_operator.kube; "
+        "from tfps_trainer.export.result import parse_message; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'tf_keras')]; "
+        "sys.exit(f'imported {bad}' if bad else 0)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_export_pod_carries_the_chief_templates_labels_and_annotations():
-    job = make_job(replicas={"chief": {"replicas": 1, "template": {"metadata": {
-        "labels": {"team": "vision"}, "annotations": {"sidecar.istio.io/inject": "false"}}}}})
+    job = make_job(
+        replicas={
+            "chief": {
+                "replicas": 1,
+                "template": {
+                    "metadata": {"labels": {"team": "vision"}, "annotations": {"sidecar.istio.io/inject": "false"}}
+                },
+            }
+        }
+    )
     tpl = export_job(job, CFG)["spec"]["template"]
     assert tpl["metadata"]["labels"]["team"] == "vision"
     assert tpl["metadata"]["labels"]["app.kubernetes.io/component"] == "export"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from _operator_helpers import (CFG, T0, UID, all_pods, batch_job, export_pod, later, make_job, observed, pod,
-                               status)
+from _operator_helpers import CFG, T0, UID, all_pods, batch_job, export_pod, later, make_job, observed, pod, status
+
 from tfps_operator.reconcile import conditions as C
 from tfps_operator.reconcile.machine import creation_failed, invalid_spec, reconcile
-from tfps_operator.reconcile.plan import Create, Delete, DeleteOwner, DeletePods
+from tfps_operator.reconcile.plan import Delete, DeleteOwner, DeletePods
 
 
 def created_names(plan):
@@ -33,11 +33,20 @@ RUNNING = dict(phase="Running", startTime=T0.isoformat())
 
 # --- start ----------------------------------------------------------------------------------------
 
+
 def test_new_job_creates_infra_then_every_pod_and_is_pending():
     job = make_job(ps=2, workers=2)
     plan = reconcile(job, status(), observed(job, existing=set()), T0, CFG)
-    assert created_names(plan) == ["mnist-storage", "mnist", "mnist", "mnist-chief-0", "mnist-ps-0", "mnist-ps-1",
-                                   "mnist-worker-0", "mnist-worker-1"]
+    assert created_names(plan) == [
+        "mnist-storage",
+        "mnist",
+        "mnist",
+        "mnist-chief-0",
+        "mnist-ps-0",
+        "mnist-ps-1",
+        "mnist-worker-0",
+        "mnist-worker-1",
+    ]
     assert [a.manifest["kind"] for a in plan.creates()][:3] == ["PersistentVolumeClaim", "Service", "NetworkPolicy"]
     assert plan.status.phase == "Pending"
     assert plan.status.start_time == T0
@@ -60,8 +69,11 @@ def test_reconciling_again_with_everything_present_creates_nothing():
 
 def test_pods_created_but_not_all_scheduled_stay_pending_with_the_scheduler_message():
     job = make_job(ps=1, workers=1)
-    pods = [pod(job, "chief", 0, "Pending", scheduled=False, unschedulable="0/3 nodes are available: insufficient cpu"),
-            pod(job, "ps", 0, "Running"), pod(job, "worker", 0, "Pending")]
+    pods = [
+        pod(job, "chief", 0, "Pending", scheduled=False, unschedulable="0/3 nodes are available: insufficient cpu"),
+        pod(job, "ps", 0, "Running"),
+        pod(job, "worker", 0, "Pending"),
+    ]
     plan = reconcile(job, status(phase="Pending"), observed(job, pods), T0, CFG)
     assert plan.status.phase == "Pending"
     assert cond(plan, C.SCHEDULED) == ("False", "Unschedulable")
@@ -91,6 +103,7 @@ def test_conditions_carry_observed_generation_and_keep_transition_time_while_unc
 
 
 # --- worker failures ------------------------------------------------------------------------------
+
 
 def test_worker_failed_is_deleted_and_ps_untouched_and_no_restart_counted():
     job = make_job(ps=2, workers=3)
@@ -124,7 +137,9 @@ def test_worker_still_terminating_blocks_its_replacement():
 
 
 def test_worker_failed_with_restart_policy_never_fails_the_job():
-    job = make_job(ps=1, workers=1, replicas={"ps": {"replicas": 1}, "worker": {"replicas": 1, "restartPolicy": "Never"}})
+    job = make_job(
+        ps=1, workers=1, replicas={"ps": {"replicas": 1}, "worker": {"replicas": 1, "restartPolicy": "Never"}}
+    )
     pods = all_pods(job, worker_0="Failed")
     pods[2] = pod(job, "worker", 0, "Failed", exit_code=5)
     plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
@@ -142,6 +157,7 @@ def test_worker_exiting_zero_is_not_a_success_and_is_replaced():
 
 
 # --- PS / chief failures --------------------------------------------------------------------------
+
 
 def test_ps_failed_while_training_restarts_below_backoff_limit_restarting_all_pods_recreated():
     job = make_job(ps=2, workers=2)
@@ -192,7 +208,9 @@ def test_chief_failed_at_backoff_limit_fails_with_backoff_limit_exceeded():
     job = make_job(ps=1, workers=1, runPolicy={"backoffLimit": 2})
     pods = all_pods(job, restart=2)
     pods[0] = pod(job, "chief", 0, "Failed", exit_code=1, restart=2)
-    plan = reconcile(job, status(phase="Running", restarts=2, startTime=T0.isoformat()), observed(job, pods), later(10), CFG)
+    plan = reconcile(
+        job, status(phase="Running", restarts=2, startTime=T0.isoformat()), observed(job, pods), later(10), CFG
+    )
     assert plan.status.phase == "Failed"
     assert cond(plan, C.FAILED) == ("True", "BackoffLimitExceeded")
     assert plan.status.completion_time == later(10)
@@ -240,6 +258,7 @@ def test_evaluator_that_finished_is_not_missing():
 
 # --- success and export ---------------------------------------------------------------------------
 
+
 def test_chief_succeeded_without_export_deletes_running_ps_and_workers_and_succeeds():
     job = make_job(ps=2, workers=2, export={"enabled": False})
     pods = all_pods(job, chief_0="Succeeded")
@@ -254,8 +273,14 @@ def test_chief_succeeded_puts_its_final_checkpoint_into_status_even_if_the_monit
     # a short run: the monitor (which polls only while Running) last saw step 100, or nothing at all
     job = make_job(ps=1, workers=1, export={"enabled": False})
     pods = all_pods(job)
-    pods[0] = pod(job, "chief", 0, "Succeeded", exit_code=0,
-                  message="completed step 300/300; final checkpoint /tfps/default/mnist/checkpoints/ckpt-300")
+    pods[0] = pod(
+        job,
+        "chief",
+        0,
+        "Succeeded",
+        exit_code=0,
+        message="completed step 300/300; final checkpoint /tfps/default/mnist/checkpoints/ckpt-300",
+    )
     for seen in (None, {"step": 100, "path": "/tfps/default/mnist/checkpoints/ckpt-100"}):
         st = status(**RUNNING, **({"checkpoint": seen} if seen else {}))
         plan = reconcile(job, st, observed(job, pods), later(60), CFG)
@@ -281,14 +306,19 @@ def test_a_finished_jobs_pods_go_in_one_delete_collection_selected_like_the_poli
     pods = all_pods(job, chief_0="Succeeded", worker_2="Failed")
     plan = reconcile(job, status(**RUNNING), observed(job, pods), later(1), CFG)
     (batch,) = [a for a in plan.actions if isinstance(a, DeletePods)]
-    assert batch.label_selector == ("app.kubernetes.io/managed-by=tfps-operator,tfps.dev/job-name=mnist,"
-                                    "app.kubernetes.io/component!=export")
+    assert batch.label_selector == (
+        "app.kubernetes.io/managed-by=tfps-operator,tfps.dev/job-name=mnist,app.kubernetes.io/component!=export"
+    )
     assert batch.field_selector == "status.phase!=Succeeded,status.phase!=Failed"
     assert sorted(d.name for d in batch.pods) == ["mnist-ps-0", "mnist-ps-1", "mnist-worker-0", "mnist-worker-1"]
     assert not [a for a in plan.actions if isinstance(a, Delete)]  # nothing deleted twice
     # the pass after: the pods are going; nothing more to delete, and they no longer count
-    going = [{**p, "metadata": {**p["metadata"], "deletionTimestamp": "2026-01-01T12:00:01Z"}}
-             if p["metadata"]["name"] in {d.name for d in batch.pods} else p for p in pods]
+    going = [
+        {**p, "metadata": {**p["metadata"], "deletionTimestamp": "2026-01-01T12:00:01Z"}}
+        if p["metadata"]["name"] in {d.name for d in batch.pods}
+        else p
+        for p in pods
+    ]
     again = reconcile(job, plan.status, observed(job, going), later(2), CFG)
     assert again.deletes() == [] and again.status.replica_statuses["ps"].active == 0
 
@@ -317,29 +347,57 @@ def test_exporting_after_operator_restart_without_the_job_creates_it_once():
     assert created_names(plan) == ["mnist-export"]
 
 
-RESULT = {"ok": True, "step": 120, "path": "exports/120", "manifest": "exports/120/manifest.json",
-          "artifacts": [{"format": "savedmodel", "path": "exports/120/savedmodel", "bytes": 51234, "sha256": "ab" * 32,
-                         "maxError": 0.0, "quantization": None},
-                        {"format": "tflite", "path": "exports/120/model.tflite", "bytes": 2048, "sha256": "cd" * 32,
-                         "maxError": 1e-7, "quantization": "none"}]}
+RESULT = {
+    "ok": True,
+    "step": 120,
+    "path": "exports/120",
+    "manifest": "exports/120/manifest.json",
+    "artifacts": [
+        {
+            "format": "savedmodel",
+            "path": "exports/120/savedmodel",
+            "bytes": 51234,
+            "sha256": "ab" * 32,
+            "maxError": 0.0,
+            "quantization": None,
+        },
+        {
+            "format": "tflite",
+            "path": "exports/120/model.tflite",
+            "bytes": 2048,
+            "sha256": "cd" * 32,
+            "maxError": 1e-7,
+            "quantization": "none",
+        },
+    ],
+}
 
 
 def test_export_job_complete_fills_status_export_from_the_termination_message_and_succeeds():
     job = make_job(ps=1, workers=1)
-    obs = observed(job, [export_pod(job, "Succeeded", json.dumps(RESULT), exit_code=0)], export_job=batch_job(job, "Complete"))
+    obs = observed(
+        job, [export_pod(job, "Succeeded", json.dumps(RESULT), exit_code=0)], export_job=batch_job(job, "Complete")
+    )
     plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(90), CFG)
     assert plan.status.phase == "Succeeded"
     assert cond(plan, C.SUCCEEDED) == ("True", "ExportSucceeded")
     exp = plan.status.export
     assert (exp.job_name, exp.step, exp.path) == ("mnist-export", 120, "exports/120")
-    assert [(a.format, a.bytes, a.max_error) for a in exp.artifacts] == [("savedmodel", 51234, 0.0), ("tflite", 2048, 1e-7)]
+    assert [(a.format, a.bytes, a.max_error) for a in exp.artifacts] == [
+        ("savedmodel", 51234, 0.0),
+        ("tflite", 2048, 1e-7),
+    ]
     assert not C.is_true(plan.status, C.EXPORTING)
 
 
 def test_export_job_failed_reports_the_exporters_reason_as_export_failed():
     job = make_job(ps=1, workers=1)
     msg = json.dumps({"ok": False, "reason": "VerificationFailed", "message": "onnx: max abs error 3e-05 > 1e-05"})
-    obs = observed(job, [export_pod(job, "Failed", msg, exit_code=7)], export_job=batch_job(job, "Failed", "Job has reached the specified backoff limit"))
+    obs = observed(
+        job,
+        [export_pod(job, "Failed", msg, exit_code=7)],
+        export_job=batch_job(job, "Failed", "Job has reached the specified backoff limit"),
+    )
     plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(90), CFG)
     assert plan.status.phase == "Failed"
     assert cond(plan, C.FAILED) == ("True", "ExportFailed")
@@ -363,8 +421,12 @@ def test_export_complete_but_garbage_termination_message_is_export_failed():
 
 def test_an_optional_format_that_failed_is_recorded_with_an_event_and_the_job_still_succeeds():
     job = make_job(ps=1, workers=1)
-    failed = {"format": "tflite", "quantization": "int8", "reason": "VerificationFailed",
-              "message": "tflite (int8): output 'probs': argmax agreement 0.700 < minArgmaxAgreement 0.9"}
+    failed = {
+        "format": "tflite",
+        "quantization": "int8",
+        "reason": "VerificationFailed",
+        "message": "tflite (int8): output 'probs': argmax agreement 0.700 < minArgmaxAgreement 0.9",
+    }
     msg = json.dumps({**RESULT, "failed": [failed]})
     obs = observed(job, [export_pod(job, "Succeeded", msg, exit_code=0)], export_job=batch_job(job, "Complete"))
     plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(90), CFG)
@@ -373,13 +435,17 @@ def test_an_optional_format_that_failed_is_recorded_with_an_event_and_the_job_st
     assert "tflite (int8)" in C.get(plan.status, C.EXPORT_COMPLETE).message
     (f,) = plan.status.export.failed
     assert (f.format, f.quantization, f.reason) == ("tflite", "int8", "VerificationFailed")
-    assert [(e.type, e.reason) for e in plan.events if e.reason == "ExportFormatFailed"] == [("Warning", "ExportFormatFailed")]
+    assert [(e.type, e.reason) for e in plan.events if e.reason == "ExportFormatFailed"] == [
+        ("Warning", "ExportFormatFailed")
+    ]
     assert "argmax agreement 0.700" in next(e.message for e in plan.events if e.reason == "ExportFormatFailed")
 
 
 def test_every_format_exported_sets_export_complete_true():
     job = make_job(ps=1, workers=1)
-    obs = observed(job, [export_pod(job, "Succeeded", json.dumps(RESULT), exit_code=0)], export_job=batch_job(job, "Complete"))
+    obs = observed(
+        job, [export_pod(job, "Succeeded", json.dumps(RESULT), exit_code=0)], export_job=batch_job(job, "Complete")
+    )
     plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(90), CFG)
     assert cond(plan, C.EXPORT_COMPLETE) == ("True", "AllFormatsExported")
     assert plan.status.export.failed == []
@@ -387,9 +453,22 @@ def test_every_format_exported_sets_export_complete_true():
 
 def test_a_required_format_that_failed_fails_the_job_and_status_shows_what_was_published():
     job = make_job(ps=1, workers=1, export={"required": ["savedmodel", "onnx"]})
-    failed = {"format": "onnx", "reason": "ConversionFailed", "message": "onnx (opset 17): ops tf2onnx could not convert: Igamma"}
-    msg = json.dumps({"ok": False, "reason": "ConversionFailed", "message": "required format(s) onnx failed: ...",
-                      "step": 120, "path": "exports/120", "artifacts": RESULT["artifacts"][:1], "failed": [failed]})
+    failed = {
+        "format": "onnx",
+        "reason": "ConversionFailed",
+        "message": "onnx (opset 17): ops tf2onnx could not convert: Igamma",
+    }
+    msg = json.dumps(
+        {
+            "ok": False,
+            "reason": "ConversionFailed",
+            "message": "required format(s) onnx failed: ...",
+            "step": 120,
+            "path": "exports/120",
+            "artifacts": RESULT["artifacts"][:1],
+            "failed": [failed],
+        }
+    )
     obs = observed(job, [export_pod(job, "Failed", msg, exit_code=6)], export_job=batch_job(job, "Failed"))
     plan = reconcile(job, status(phase="Exporting", startTime=T0.isoformat()), obs, later(90), CFG)
     assert plan.status.phase == "Failed" and cond(plan, C.FAILED) == ("True", "ExportFailed")
@@ -400,9 +479,12 @@ def test_a_required_format_that_failed_fails_the_job_and_status_shows_what_was_p
 
 # --- export pre-flight -----------------------------------------------------------------------------
 
+
 def _preflight_report(**fields) -> str:
-    artifacts = [{"format": f, "quantization": q, "bytes": 100, "maxError": 0.0} for f, q in
-                 (("savedmodel", None), ("tflite", "none"), ("onnx", None))]
+    artifacts = [
+        {"format": f, "quantization": q, "bytes": 100, "maxError": 0.0}
+        for f, q in (("savedmodel", None), ("tflite", "none"), ("onnx", None))
+    ]
     return json.dumps({"preflight": True, "ok": True, "artifacts": artifacts, **fields})
 
 
@@ -416,15 +498,23 @@ def test_a_new_job_with_preflight_creates_only_the_preflight_job_and_infra_and_s
     assert job_manifest["spec"]["backoffLimit"] == 0
     assert job_manifest["spec"]["template"]["spec"]["containers"][0]["command"][-1] == "--preflight"
     # while it runs, nothing more is created
-    again = reconcile(job, plan.status, observed(job, [export_pod(job, "Running", preflight=True)],
-                                                 preflight_job=batch_job(job, preflight=True)), later(5), CFG)
+    again = reconcile(
+        job,
+        plan.status,
+        observed(job, [export_pod(job, "Running", preflight=True)], preflight_job=batch_job(job, preflight=True)),
+        later(5),
+        CFG,
+    )
     assert again.creates() == [] and again.status.phase == "Pending"
 
 
 def test_preflight_passed_records_the_condition_and_creates_the_pods_in_the_same_pass():
     job = make_job(ps=1, workers=1, export={"preflight": True})
-    obs = observed(job, [export_pod(job, "Succeeded", _preflight_report(), exit_code=0, preflight=True)],
-                   preflight_job=batch_job(job, "Complete", preflight=True))
+    obs = observed(
+        job,
+        [export_pod(job, "Succeeded", _preflight_report(), exit_code=0, preflight=True)],
+        preflight_job=batch_job(job, "Complete", preflight=True),
+    )
     plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), obs, later(20), CFG)
     assert cond(plan, C.EXPORT_PREFLIGHT) == ("True", "PreflightPassed")
     assert sorted(n for n in created_names(plan)) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0"]
@@ -435,10 +525,19 @@ def test_preflight_passed_records_the_condition_and_creates_the_pods_in_the_same
 
 def test_preflight_with_an_optional_format_failing_warns_and_trains():
     job = make_job(ps=1, workers=1, export={"preflight": True})
-    failed = [{"format": "tflite", "quantization": "none", "reason": "ConversionFailed",
-               "message": "tflite: the model has a lookup table LiteRT's built-in ops cannot run"}]
-    obs = observed(job, [export_pod(job, "Succeeded", _preflight_report(failed=failed, artifacts=[]),
-                                    exit_code=0, preflight=True)], preflight_job=batch_job(job, "Complete", preflight=True))
+    failed = [
+        {
+            "format": "tflite",
+            "quantization": "none",
+            "reason": "ConversionFailed",
+            "message": "tflite: the model has a lookup table LiteRT's built-in ops cannot run",
+        }
+    ]
+    obs = observed(
+        job,
+        [export_pod(job, "Succeeded", _preflight_report(failed=failed, artifacts=[]), exit_code=0, preflight=True)],
+        preflight_job=batch_job(job, "Complete", preflight=True),
+    )
     plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), obs, later(20), CFG)
     assert cond(plan, C.EXPORT_PREFLIGHT) == ("False", "FormatsWillFail")
     assert "lookup table" in C.get(plan.status, C.EXPORT_PREFLIGHT).message
@@ -450,8 +549,11 @@ def test_preflight_with_a_required_format_failing_fails_the_job_before_any_pod()
     job = make_job(ps=1, workers=1, export={"preflight": True})
     failed = [{"format": "savedmodel", "reason": "ConversionFailed", "message": "savedmodel: export failed: boom"}]
     report = _preflight_report(ok=False, artifacts=[], failed=failed, requiredFailed=["savedmodel"])
-    obs = observed(job, [export_pod(job, "Failed", report, exit_code=6, preflight=True)],
-                   preflight_job=batch_job(job, "Failed", preflight=True))
+    obs = observed(
+        job,
+        [export_pod(job, "Failed", report, exit_code=6, preflight=True)],
+        preflight_job=batch_job(job, "Failed", preflight=True),
+    )
     plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), obs, later(20), CFG)
     assert plan.status.phase == "Failed" and cond(plan, C.FAILED) == ("True", "ExportPreflightFailed")
     assert "savedmodel: export failed: boom" in C.get(plan.status, C.FAILED).message
@@ -461,8 +563,11 @@ def test_preflight_with_a_required_format_failing_fails_the_job_before_any_pod()
 def test_preflight_that_cannot_build_the_model_fails_the_job_with_the_contract_error():
     job = make_job(ps=1, workers=1, export={"preflight": True})
     msg = json.dumps({"ok": False, "reason": "ContractError", "message": "model module 'x' is missing loss"})
-    obs = observed(job, [export_pod(job, "Failed", msg, exit_code=3, preflight=True)],
-                   preflight_job=batch_job(job, "Failed", preflight=True))
+    obs = observed(
+        job,
+        [export_pod(job, "Failed", msg, exit_code=3, preflight=True)],
+        preflight_job=batch_job(job, "Failed", preflight=True),
+    )
     plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), obs, later(20), CFG)
     assert cond(plan, C.FAILED) == ("True", "ExportPreflightFailed")
     assert "ContractError: model module 'x' is missing loss" in C.get(plan.status, C.FAILED).message
@@ -470,8 +575,11 @@ def test_preflight_that_cannot_build_the_model_fails_the_job_with_the_contract_e
 
 def test_preflight_that_gave_no_verdict_warns_and_trains_anyway():
     job = make_job(ps=1, workers=1, export={"preflight": True})
-    obs = observed(job, [export_pod(job, "Failed", "OOMKilled", exit_code=137, preflight=True)],
-                   preflight_job=batch_job(job, "Failed", preflight=True))
+    obs = observed(
+        job,
+        [export_pod(job, "Failed", "OOMKilled", exit_code=137, preflight=True)],
+        preflight_job=batch_job(job, "Failed", preflight=True),
+    )
     plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), obs, later(20), CFG)
     assert cond(plan, C.EXPORT_PREFLIGHT) == ("False", "PreflightDidNotRun")
     assert "exit code 137" in C.get(plan.status, C.EXPORT_PREFLIGHT).message
@@ -482,12 +590,14 @@ def test_preflight_is_skipped_when_export_is_off_or_pods_already_exist():
     off = make_job(ps=1, workers=1, export={"enabled": False, "preflight": True})
     assert "mnist-preflight" not in created_names(reconcile(off, status(), observed(off), T0, CFG))
     job = make_job(ps=1, workers=1, export={"preflight": True})
-    plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), observed(job, all_pods(job, "Pending")),
-                     later(5), CFG)
+    plan = reconcile(
+        job, status(phase="Pending", startTime=T0.isoformat()), observed(job, all_pods(job, "Pending")), later(5), CFG
+    )
     assert "mnist-preflight" not in created_names(plan)
 
 
 # --- deadline, suspend, TTL ----------------------------------------------------------------------
+
 
 def test_deadline_in_the_future_asks_to_be_woken_exactly_then():
     job = make_job(ps=1, workers=1, runPolicy={"activeDeadlineSeconds": 100})
@@ -555,8 +665,11 @@ def test_finished_job_is_left_alone_and_cleans_up_leftover_running_pods():
 
 # --- errors ---------------------------------------------------------------------------------------
 
+
 def test_invalid_template_is_failed_invalid_spec_without_creating_anything():
-    job = make_job(replicas={"worker": {"replicas": 1, "template": {"spec": {"env": [{"name": "TF_CONFIG", "value": "x"}]}}}})
+    job = make_job(
+        replicas={"worker": {"replicas": 1, "template": {"spec": {"env": [{"name": "TF_CONFIG", "value": "x"}]}}}}
+    )
     plan = reconcile(job, status(), observed(job, existing=set()), T0, CFG)
     assert plan.status.phase == "Failed"
     assert cond(plan, C.FAILED) == ("True", "InvalidSpec")
@@ -573,7 +686,9 @@ def test_unparseable_spec_is_failed_invalid_spec_once():
 
 def test_api_server_refusing_a_pod_sets_created_false_with_its_message_and_one_event():
     st = status(phase="Pending")
-    msg = {"Pod/mnist-ps-0": 'pods "mnist-ps-0" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2'}
+    msg = {
+        "Pod/mnist-ps-0": 'pods "mnist-ps-0" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2'
+    }
     changed, event = creation_failed(st, 1, msg, T0)
     assert changed and event.reason == "CreateFailed" and "exceeded quota" in event.message
     assert C.get(st, C.CREATED).status == "False" and C.get(st, C.CREATED).reason == "CreateFailed"
@@ -590,11 +705,14 @@ def test_created_condition_turns_true_when_every_child_exists():
 
 # --- more situations ------------------------------------------------------------------------------
 
+
 def test_ps_failing_again_while_restarting_counts_a_second_restart():
     job = make_job(ps=1, workers=1)
     pods = all_pods(job, restart=1)
     pods[1] = pod(job, "ps", 0, "Failed", exit_code=1, restart=1)
-    plan = reconcile(job, status(phase="Restarting", restarts=1, startTime=T0.isoformat()), observed(job, pods), later(1), CFG)
+    plan = reconcile(
+        job, status(phase="Restarting", restarts=1, startTime=T0.isoformat()), observed(job, pods), later(1), CFG
+    )
     assert plan.status.restarts == 2 and plan.status.phase == "Restarting"
 
 
@@ -627,11 +745,22 @@ def test_observed_pod_reads_phase_exit_code_and_termination_message_from_a_raw_p
 
     job = make_job()
     p = pod_obs(pod(job, "worker", 2, "Failed", exit_code=137, message="OOMKilled\n", restart=3))
-    assert (p.name, p.role, p.index, p.restart, p.phase, p.exit_code, p.message) == \
-           ("mnist-worker-2", "worker", 2, 3, "Failed", 137, "OOMKilled")
+    assert (p.name, p.role, p.index, p.restart, p.phase, p.exit_code, p.message) == (
+        "mnist-worker-2",
+        "worker",
+        2,
+        3,
+        "Failed",
+        137,
+        "OOMKilled",
+    )
     assert not p.active
-    q = pod_obs({"metadata": {"name": "x", "uid": "u", "deletionTimestamp": "2026-01-01T00:00:00Z"},
-                 "status": {"phase": "Running"}})
+    q = pod_obs(
+        {
+            "metadata": {"name": "x", "uid": "u", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"phase": "Running"},
+        }
+    )
     assert q.deleting and not q.active and q.role is None
 
 
@@ -664,7 +793,7 @@ def test_crash_looping_worker_is_kept_until_its_backoff_passes_then_replaced():
 def test_crash_loop_backoff_doubles_to_five_minutes_and_resets_after_ten_quiet_minutes():
     from tfps_operator.reconcile.crashloop import delay, not_before, record
 
-    assert [delay(n) for n in range(0, 8)] == [0, 10, 20, 40, 80, 160, 300, 300]
+    assert [delay(n) for n in range(8)] == [0, 10, 20, 40, 80, 160, 300, 300]
     first = record(None, T0)
     assert not_before(first, T0) == later(10)
     second = record(first, later(10))
@@ -691,11 +820,19 @@ def test_replica_statuses_after_a_job_restart_count_no_stale_pod():
 
 # --- failure semantics: the exit-code table ----------------------------------------------------------
 
+
 def test_chief_with_a_permanent_exit_code_fails_the_job_at_once_with_its_termination_message():
     job = make_job(ps=1, workers=1)
     pods = all_pods(job)
-    pods[0] = pod(job, "chief", 0, "Failed", exit_code=3, message="Traceback ...\n  File \"m.py\", line 3\n"
-                  "tfps-trainer chief/0: model module 'm': build_model() raised KeyError: 'units'")
+    pods[0] = pod(
+        job,
+        "chief",
+        0,
+        "Failed",
+        exit_code=3,
+        message='Traceback ...\n  File "m.py", line 3\n'
+        "tfps-trainer chief/0: model module 'm': build_model() raised KeyError: 'units'",
+    )
     plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
     assert plan.status.phase == "Failed" and plan.status.restarts == 0
     assert cond(plan, C.FAILED) == ("True", "InvalidModel") and plan.status.reason == "InvalidModel"
@@ -705,7 +842,9 @@ def test_chief_with_a_permanent_exit_code_fails_the_job_at_once_with_its_termina
 
 
 def test_lost_ps_exit_code_restarts_the_job_under_exit_code_policy():
-    job = make_job(ps=1, workers=1, replicas={"ps": {"replicas": 1, "restartPolicy": "ExitCode"}, "worker": {"replicas": 1}})
+    job = make_job(
+        ps=1, workers=1, replicas={"ps": {"replicas": 1, "restartPolicy": "ExitCode"}, "worker": {"replicas": 1}}
+    )
     pods = all_pods(job)
     pods[1] = pod(job, "ps", 0, "Failed", exit_code=5)
     plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
@@ -731,8 +870,13 @@ def test_preempted_chief_restarts_the_job_without_using_the_backoff_limit():
 def test_an_evaluator_failing_over_and_over_fails_the_job_at_its_recreate_limit():
     from tfps_operator.api.models import Recreation
 
-    job = make_job(ps=1, workers=1, evaluator=1, training={"steps": 100, "checkpoint": {"everySteps": 10}},
-                   replicas={"ps": {"replicas": 1}, "worker": {"replicas": 1}, "evaluator": {"replicas": 1, "recreateLimit": 2}})
+    job = make_job(
+        ps=1,
+        workers=1,
+        evaluator=1,
+        training={"steps": 100, "checkpoint": {"everySteps": 10}},
+        replicas={"ps": {"replicas": 1}, "worker": {"replicas": 1}, "evaluator": {"replicas": 1, "recreateLimit": 2}},
+    )
     pods = all_pods(job)
     pods[3] = pod(job, "evaluator", 0, "Failed", exit_code=1)
     st = status(**RUNNING, recreations={"mnist-evaluator-0": Recreation(total=2, recent=2, last=T0).to_wire()})
@@ -747,26 +891,53 @@ def test_exit_code_table_kinds_and_the_documented_table():
     from tfps_trainer import exitcodes
 
     assert [exitcodes.kind(c) for c in (0, 1, 2, 3, 4, 5, 6, 7, 130, 137, 143, 42, None)] == [
-        "success", "unknown", "permanent", "permanent", "permanent", "retryable", "retryable", "retryable",
-        "retryable", "retryable", "retryable", "unknown", "retryable"]
+        "success",
+        "unknown",
+        "permanent",
+        "permanent",
+        "permanent",
+        "retryable",
+        "retryable",
+        "retryable",
+        "retryable",
+        "retryable",
+        "retryable",
+        "unknown",
+        "retryable",
+    ]
     docs = Path(__file__).resolve().parents[2] / "docs" / "operator.md"
-    assert exitcodes.markdown_table() in docs.read_text(), "docs/operator.md: paste tfps_trainer.exitcodes.markdown_table()"
+    assert exitcodes.markdown_table() in docs.read_text(), (
+        "docs/operator.md: paste tfps_trainer.exitcodes.markdown_table()"
+    )
 
 
 # --- admission: a new run's children are validated (dry-run) before any is created -------------------
+
 
 def test_a_new_job_asks_to_validate_every_child_before_creating_any():
     job = make_job(ps=1, workers=2)
     plan = reconcile(job, status(), observed(job, existing=set()), T0, CFG)
     keys = sorted(f"{m['kind']}/{m['metadata']['name']}" for m in plan.validate)
-    assert keys == ["Job/mnist-export", "NetworkPolicy/mnist", "PersistentVolumeClaim/mnist-storage", "Pod/mnist-chief-0",
-                    "Pod/mnist-ps-0", "Pod/mnist-worker-0", "Pod/mnist-worker-1", "Service/mnist"]
+    assert keys == [
+        "Job/mnist-export",
+        "NetworkPolicy/mnist",
+        "PersistentVolumeClaim/mnist-storage",
+        "Pod/mnist-chief-0",
+        "Pod/mnist-ps-0",
+        "Pod/mnist-worker-0",
+        "Pod/mnist-worker-1",
+        "Service/mnist",
+    ]
 
 
 def test_a_restarted_run_is_validated_again_and_a_running_one_is_not():
     job = make_job(ps=1, workers=1)
-    restarted = reconcile(job, status(phase="Restarting", restarts=1, startTime=T0.isoformat()), observed(job, []), T0, CFG)
-    assert created_names(restarted) and {m["metadata"]["name"] for m in restarted.validate} >= set(created_names(restarted))
+    restarted = reconcile(
+        job, status(phase="Restarting", restarts=1, startTime=T0.isoformat()), observed(job, []), T0, CFG
+    )
+    assert created_names(restarted) and {m["metadata"]["name"] for m in restarted.validate} >= set(
+        created_names(restarted)
+    )
     pods = all_pods(job)
     pods[2] = pod(job, "worker", 0, "Failed", exit_code=1)
     plan = reconcile(job, status(**RUNNING), observed(job, pods[:2]), T0, CFG)  # a worker recreated alone
@@ -779,19 +950,26 @@ def test_refusals_fail_the_job_naming_the_template_once_per_replica_type():
     job = make_job(ps=1, workers=2)
     new = reconcile(job, status(), observed(job, existing=set()), T0, CFG)
     pods = {m["metadata"]["name"]: m for m in new.validate if m["kind"] == "Pod"}
-    refusals = {where(pods["mnist-worker-0"]): "spec.containers[0].volumeMounts[2].name: Not found: \"data\"",
-                where(pods["mnist-worker-1"]): "spec.containers[0].volumeMounts[2].name: Not found: \"data\""}
+    refusals = {
+        where(pods["mnist-worker-0"]): 'spec.containers[0].volumeMounts[2].name: Not found: "data"',
+        where(pods["mnist-worker-1"]): 'spec.containers[0].volumeMounts[2].name: Not found: "data"',
+    }
     plan = verdict(new.status, 1, refusals, T0)
     assert plan.status.phase == "Failed" and cond(plan, C.FAILED) == ("True", "InvalidSpec")
     message = C.get(plan.status, C.FAILED).message
-    assert message == ("the API server refuses the job's children (nothing was created): spec.replicas.worker.template "
-                       "(Pod/mnist-worker-0): spec.containers[0].volumeMounts[2].name: Not found: \"data\"")
+    assert message == (
+        "the API server refuses the job's children (nothing was created): spec.replicas.worker.template "
+        '(Pod/mnist-worker-0): spec.containers[0].volumeMounts[2].name: Not found: "data"'
+    )
 
 
 # --- why a job waits ----------------------------------------------------------------------------------
 
+
 def _waiting_container(p, reason, message):
-    p["status"]["containerStatuses"] = [{"name": "trainer", "state": {"waiting": {"reason": reason, "message": message}}}]
+    p["status"]["containerStatuses"] = [
+        {"name": "trainer", "state": {"waiting": {"reason": reason, "message": message}}}
+    ]
     return p
 
 
@@ -801,7 +979,10 @@ def test_an_image_that_cannot_be_pulled_is_the_jobs_reason_with_an_event_once():
     pods[1] = _waiting_container(pods[1], "ImagePullBackOff", 'Back-off pulling image "tfps-trainer:nope"')
     plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), observed(job, pods), T0, CFG)
     assert cond(plan, "Waiting") == ("True", "ImagePullBackOff") and plan.status.reason == "ImagePullBackOff"
-    assert C.get(plan.status, "Waiting").message == 'mnist-ps-0 cannot start: ImagePullBackOff: Back-off pulling image "tfps-trainer:nope"'
+    assert (
+        C.get(plan.status, "Waiting").message
+        == 'mnist-ps-0 cannot start: ImagePullBackOff: Back-off pulling image "tfps-trainer:nope"'
+    )
     assert reasons(plan) == ["ImagePullBackOff"]
     again = reconcile(job, plan.status, observed(job, pods), later(5), CFG)
     assert again.events == [] and again.status.conditions == plan.status.conditions
@@ -812,17 +993,24 @@ def test_an_image_that_cannot_be_pulled_is_the_jobs_reason_with_an_event_once():
 
 def test_an_unbound_claim_is_named_as_such():
     job = make_job(ps=1, workers=1)
-    msg = "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/2 nodes are available"
+    msg = (
+        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/2 nodes are available"
+    )
     pods = [pod(job, r, 0, "Pending", scheduled=False, unschedulable=msg) for r in ("chief", "ps", "worker")]
     plan = reconcile(job, status(phase="Pending", startTime=T0.isoformat()), observed(job, pods), T0, CFG)
     assert cond(plan, "Waiting") == ("True", "UnboundClaim") and plan.status.reason == "UnboundClaim"
-    assert C.get(plan.status, "Waiting").message.startswith("mnist-chief-0, mnist-ps-0, mnist-worker-0 not scheduled: 0/2 nodes")
+    assert C.get(plan.status, "Waiting").message.startswith(
+        "mnist-chief-0, mnist-ps-0, mnist-worker-0 not scheduled: 0/2 nodes"
+    )
     assert "UnboundClaim" in reasons(plan)
 
 
 def test_stall_policy_restart_restarts_a_stalled_job_and_fail_fails_it():
-    st = status(phase="Running", startTime=T0.isoformat(),
-                conditions=[{"type": "Running", "status": "True", "lastTransitionTime": T0.isoformat()}])
+    st = status(
+        phase="Running",
+        startTime=T0.isoformat(),
+        conditions=[{"type": "Running", "status": "True", "lastTransitionTime": T0.isoformat()}],
+    )
     job = make_job(ps=1, workers=1, runPolicy={"stallSeconds": 60, "stallPolicy": "Restart"})
     plan = reconcile(job, st, observed(job, all_pods(job)), later(61), CFG)
     assert plan.status.phase == "Restarting" and plan.status.restarts == 1 and "StallRestart" in reasons(plan)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from prometheus_client import REGISTRY
 
@@ -19,17 +19,23 @@ def _status(**kw) -> PSTrainingJobStatus:
 
 
 def test_job_gauges_follow_the_status_and_go_when_the_job_does():
-    t = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    st = _status(phase="Running", restarts=2, progress={"step": 40, "loss": 0.25, "stepsPerSecond": 12.5},
-                 checkpoint={"step": 30, "time": t.isoformat()},
-                 conditions=[{"type": "Running", "status": "True"}, {"type": "Stalled", "status": "True"}])
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    st = _status(
+        phase="Running",
+        restarts=2,
+        progress={"step": 40, "loss": 0.25, "stepsPerSecond": 12.5},
+        checkpoint={"step": 30, "time": t.isoformat()},
+        conditions=[{"type": "Running", "status": "True"}, {"type": "Stalled", "status": "True"}],
+    )
     metrics.set_job("ml/mnist", st, 100)
     ids = {"job_namespace": "ml", "pstrainingjob": "mnist"}
     assert _value("tfps_job_step", **ids) == 40 and _value("tfps_job_target_steps", **ids) == 100
     assert _value("tfps_job_loss", **ids) == 0.25 and _value("tfps_job_steps_per_second", **ids) == 12.5
     assert _value("tfps_job_checkpoint_timestamp_seconds", **ids) == t.timestamp()
     assert _value("tfps_job_restart_count", **ids) == 2
-    assert _value("tfps_job_phase", **ids, phase="Running") == 1 and _value("tfps_job_phase", **ids, phase="Failed") == 0
+    assert (
+        _value("tfps_job_phase", **ids, phase="Running") == 1 and _value("tfps_job_phase", **ids, phase="Failed") == 0
+    )
     assert _value("tfps_job_condition", **ids, type="Stalled") == 1
     # the condition cleared: 0, not a stale 1
     metrics.set_job("ml/mnist", st.model_copy(update={"conditions": st.conditions[:1]}), 100)
@@ -41,10 +47,21 @@ def test_job_gauges_follow_the_status_and_go_when_the_job_does():
 
 def test_export_outcomes_count_each_artifact_once():
     before = _status(phase="Exporting")
-    after = _status(phase="Succeeded", export={
-        "step": 100, "artifacts": [{"format": "savedmodel", "path": "exports/100/savedmodel"},
-                                   {"format": "tflite", "path": "exports/100/model.tflite", "quantization": "none"}],
-        "failed": [{"format": "onnx", "reason": "ConversionFailed", "message": "op not supported"}]})
-    assert metrics.export_outcomes(before, after) == [("onnx", "failed"), ("savedmodel", "passed"), ("tflite", "passed")]
+    after = _status(
+        phase="Succeeded",
+        export={
+            "step": 100,
+            "artifacts": [
+                {"format": "savedmodel", "path": "exports/100/savedmodel"},
+                {"format": "tflite", "path": "exports/100/model.tflite", "quantization": "none"},
+            ],
+            "failed": [{"format": "onnx", "reason": "ConversionFailed", "message": "op not supported"}],
+        },
+    )
+    assert metrics.export_outcomes(before, after) == [
+        ("onnx", "failed"),
+        ("savedmodel", "passed"),
+        ("tflite", "passed"),
+    ]
     # the next pass (or an operator restart) starts from the stored status: nothing new to count
     assert metrics.export_outcomes(after, after) == []

@@ -11,8 +11,16 @@ from tfps_operator.kube.executor import status_patch
 from tfps_operator.runner import kopf_kwargs
 from tfps_operator.settings import from_args
 
-NO_FLAGS = Namespace(namespace=None, default_image=None, log_format=None, health_port=None, metrics_port=None,
-                     peering=None, kubeconfig=None, verbose=False)
+NO_FLAGS = Namespace(
+    namespace=None,
+    default_image=None,
+    log_format=None,
+    health_port=None,
+    metrics_port=None,
+    peering=None,
+    kubeconfig=None,
+    verbose=False,
+)
 
 
 def test_defaults_outside_a_pod_bind_loopback_and_watch_everything():
@@ -20,7 +28,10 @@ def test_defaults_outside_a_pod_bind_loopback_and_watch_everything():
     assert s.namespaces == () and s.bind_address == "127.0.0.1"
     assert (s.health_port, s.metrics_port, s.log_format, s.peering) == (8080, 9090, "plain", None)
     assert s.build.default_image == "tfps-trainer:0.1.0"
-    assert s.max_concurrent_passes == 32 and from_args(NO_FLAGS, {"TFPS_MAX_CONCURRENT_RECONCILES": "4"}).max_concurrent_passes == 4
+    assert (
+        s.max_concurrent_passes == 32
+        and from_args(NO_FLAGS, {"TFPS_MAX_CONCURRENT_RECONCILES": "4"}).max_concurrent_passes == 4
+    )
     kw = kopf_kwargs(s)
     assert kw["clusterwide"] is True and kw["standalone"] is True
     assert kw["liveness_endpoint"] == "http://127.0.0.1:8080/healthz"
@@ -33,8 +44,14 @@ def test_in_a_pod_servers_listen_on_all_interfaces_and_the_netpol_names_the_oper
 
 
 def test_environment_fallbacks_and_flags_win_over_them():
-    env = {"TFPS_NAMESPACES": "a, b", "TFPS_DEFAULT_IMAGE": "img:1", "TFPS_LOG_FORMAT": "json", "TFPS_PEERING": "tfps",
-           "TFPS_HEALTH_PORT": "1234", "TFPS_OPERATOR_POD_LABELS": "app=op,tier=control"}
+    env = {
+        "TFPS_NAMESPACES": "a, b",
+        "TFPS_DEFAULT_IMAGE": "img:1",
+        "TFPS_LOG_FORMAT": "json",
+        "TFPS_PEERING": "tfps",
+        "TFPS_HEALTH_PORT": "1234",
+        "TFPS_OPERATOR_POD_LABELS": "app=op,tier=control",
+    }
     s = from_args(NO_FLAGS, env)
     assert s.namespaces == ("a", "b") and s.build.default_image == "img:1" and s.log_format == "json"
     assert s.peering == "tfps" and s.health_port == 1234
@@ -46,10 +63,15 @@ def test_environment_fallbacks_and_flags_win_over_them():
     assert kw["namespaces"] == ["c"] and kw["clusterwide"] is False and kw["peering_name"] == "tfps"
 
 
-@pytest.mark.parametrize("env,field", [({"TFPS_LOG_FORMAT": "xml"}, "TFPS_LOG_FORMAT"),
-                                       ({"TFPS_OPERATOR_POD_LABELS": "novalue"}, "novalue"),
-                                       ({"TFPS_MAX_CONCURRENT_RECONCILES": "0"}, "TFPS_MAX_CONCURRENT_RECONCILES"),
-                                       ({"TFPS_MAX_CONCURRENT_RECONCILES": "many"}, "TFPS_MAX_CONCURRENT_RECONCILES")])
+@pytest.mark.parametrize(
+    "env,field",
+    [
+        ({"TFPS_LOG_FORMAT": "xml"}, "TFPS_LOG_FORMAT"),
+        ({"TFPS_OPERATOR_POD_LABELS": "novalue"}, "novalue"),
+        ({"TFPS_MAX_CONCURRENT_RECONCILES": "0"}, "TFPS_MAX_CONCURRENT_RECONCILES"),
+        ({"TFPS_MAX_CONCURRENT_RECONCILES": "many"}, "TFPS_MAX_CONCURRENT_RECONCILES"),
+    ],
+)
 def test_bad_settings_name_the_variable(env, field):
     with pytest.raises(ValueError, match=field):
         from_args(NO_FLAGS, env)

@@ -8,8 +8,8 @@ import signal
 from pathlib import Path
 
 import pytest
-
 from _operator_helpers import CFG, make_job
+
 from tfps_operator.manifests.export_job import export_job
 from tfps_operator.manifests.pods import BuildError, trainer_pod
 from tfps_trainer.config import JobSettings, Paths
@@ -33,23 +33,42 @@ def settings_of(pod: dict) -> JobSettings:
 
 
 def test_every_replica_runs_the_trainer_which_runs_the_program_of_its_role():
-    job = script_job(replicas={"ps": {"replicas": 1, "template": {"spec": {"command": ["python", "ps.py"]}}},
-                               "worker": {"replicas": 2, "template": {"spec": {"args": ["--role", "worker"]}}}})
+    job = script_job(
+        replicas={
+            "ps": {"replicas": 1, "template": {"spec": {"command": ["python", "ps.py"]}}},
+            "worker": {"replicas": 2, "template": {"spec": {"args": ["--role", "worker"]}}},
+        }
+    )
     pod = trainer_pod(job, "worker", 0, CFG)
     assert pod["spec"]["containers"][0]["command"] == ["python", "-m", "tfps_trainer"]
     s = settings_of(pod)
-    assert s.script.programs == {"chief": tuple(PROGRAM), "ps": ("python", "ps.py"),
-                                 "worker": (*PROGRAM, "--role", "worker")}
+    assert s.script.programs == {
+        "chief": tuple(PROGRAM),
+        "ps": ("python", "ps.py"),
+        "worker": (*PROGRAM, "--role", "worker"),
+    }
     assert s.model_module is None and s.steps is None
 
 
 def test_pod_template_fields_land_in_the_pod_and_the_token_stays_unmounted():
-    tmpl = {"spec": {"serviceAccountName": "gcs-reader",
-                     "initContainers": [{"name": "fetch-data", "image": "busybox", "command": ["true"]}],
-                     "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway",
-                                                    "labelSelector": {"matchLabels": {"tfps.dev/job-name": "mnist"}}}]}}
-    job = script_job(image="reg/train:1", replicas={"ps": {"replicas": 1, "image": "reg/ps:2", "template": tmpl},
-                                                     "worker": {"replicas": 1}})
+    tmpl = {
+        "spec": {
+            "serviceAccountName": "gcs-reader",
+            "initContainers": [{"name": "fetch-data", "image": "busybox", "command": ["true"]}],
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "zone",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": {"tfps.dev/job-name": "mnist"}},
+                }
+            ],
+        }
+    }
+    job = script_job(
+        image="reg/train:1",
+        replicas={"ps": {"replicas": 1, "image": "reg/ps:2", "template": tmpl}, "worker": {"replicas": 1}},
+    )
     ps = trainer_pod(job, "ps", 0, CFG)["spec"]
     assert ps["serviceAccountName"] == "gcs-reader" and ps["automountServiceAccountToken"] is False
     (init,) = ps["initContainers"]
@@ -58,43 +77,70 @@ def test_pod_template_fields_land_in_the_pod_and_the_token_stays_unmounted():
     assert ps["topologySpreadConstraints"] == tmpl["spec"]["topologySpreadConstraints"]
     assert ps["containers"][0]["image"] == "reg/ps:2"
     assert trainer_pod(job, "worker", 0, CFG)["spec"]["containers"][0]["image"] == "reg/train:1"
-    asked = script_job(replicas={"ps": {"replicas": 1, "template": {"spec": {"serviceAccountName": "sa",
-                                                                            "automountServiceAccountToken": True}}},
-                                 "worker": {"replicas": 1}})
+    asked = script_job(
+        replicas={
+            "ps": {
+                "replicas": 1,
+                "template": {"spec": {"serviceAccountName": "sa", "automountServiceAccountToken": True}},
+            },
+            "worker": {"replicas": 1},
+        }
+    )
     assert trainer_pod(asked, "ps", 0, CFG)["spec"]["automountServiceAccountToken"] is True
 
 
 def test_an_init_container_may_not_reuse_a_name():
-    job = script_job(replicas={"ps": {"replicas": 1}, "worker": {"replicas": 1, "template": {"spec": {
-        "initContainers": [{"name": "a", "image": "x"}, {"name": "a", "image": "y"}]}}}})
-    with pytest.raises(BuildError, match=r"spec.replicas.worker.template.spec.initContainers\[1\].name: 'a' is already used"):
+    job = script_job(
+        replicas={
+            "ps": {"replicas": 1},
+            "worker": {
+                "replicas": 1,
+                "template": {"spec": {"initContainers": [{"name": "a", "image": "x"}, {"name": "a", "image": "y"}]}},
+            },
+        }
+    )
+    with pytest.raises(
+        BuildError, match=r"spec.replicas.worker.template.spec.initContainers\[1\].name: 'a' is already used"
+    ):
         trainer_pod(job, "worker", 0, CFG)
 
 
 def test_code_from_a_configmap_is_mounted_read_only_as_the_working_directory_of_pods_and_export():
-    job = script_job(model={"command": PROGRAM, "source": {"configMap": "mnist-code",
-                                                           "items": [{"key": "pkg.__init__.py", "path": "pkg/__init__.py"}]}})
+    job = script_job(
+        model={
+            "command": PROGRAM,
+            "source": {"configMap": "mnist-code", "items": [{"key": "pkg.__init__.py", "path": "pkg/__init__.py"}]},
+        }
+    )
     for spec in (trainer_pod(job, "chief", 0, CFG)["spec"], export_job(job, CFG)["spec"]["template"]["spec"]):
         c = spec["containers"][0]
-        assert {"name": "code", "configMap": {"name": "mnist-code", "defaultMode": 0o444,
-                                              "items": [{"key": "pkg.__init__.py", "path": "pkg/__init__.py"}]}} in spec["volumes"]
+        assert {
+            "name": "code",
+            "configMap": {
+                "name": "mnist-code",
+                "defaultMode": 0o444,
+                "items": [{"key": "pkg.__init__.py", "path": "pkg/__init__.py"}],
+            },
+        } in spec["volumes"]
         assert {"name": "code", "mountPath": "/tfps-code", "readOnly": True} in c["volumeMounts"]
         assert c["workingDir"] == "/tfps-code" and {"name": "PYTHONPATH", "value": "/tfps-code"} in c["env"]
     assert settings_of(trainer_pod(job, "chief", 0, CFG)).code_dir == "/tfps-code"
 
 
 def test_a_script_without_a_module_has_no_preflight_and_a_module_for_export_keeps_it():
-    from tfps_operator.reconcile.machine import _preflight_pending  # noqa: PLC2701 - the rule under test
+    from tfps_operator.reconcile.machine import _preflight_pending
 
     class X:  # the fields _preflight_pending reads
         def __init__(self, job):
             from _operator_helpers import status
+
             self.job, self.st = job, status(phase="Pending")
             self.obs = type("O", (), {"pods": []})()
 
     assert not _preflight_pending(X(script_job(export={"preflight": True})))
-    with_module = make_job(model={"command": PROGRAM, "module": "tfps_trainer.examples.linear"}, training={},
-                           export={"preflight": True})
+    with_module = make_job(
+        model={"command": PROGRAM, "module": "tfps_trainer.examples.linear"}, training={}, export={"preflight": True}
+    )
     assert _preflight_pending(X(with_module))
 
 
@@ -104,12 +150,23 @@ SETTINGS = JobSettings(job_name="j", paths=Paths(root="/data/ns/j"), steps=300, 
 def test_the_program_environment_and_kubernetes_expansion():
     env = program_env(SETTINGS, "worker", 1, "/tmp/p.json", base={"PYTHONPATH": "/lib", "HOME": "/tmp"})
     assert {k: v for k, v in env.items() if k.startswith("TFPS_") or k == "PYTHONPATH"} == {
-        "TFPS_JOB_DIR": "/data/ns/j", "TFPS_CHECKPOINT_DIR": "/data/ns/j/checkpoints",
-        "TFPS_TENSORBOARD_DIR": "/data/ns/j/tensorboard", "TFPS_MODEL_DIR": "/data/ns/j/model",
-        "TFPS_SAMPLES_FILE": "/data/ns/j/model/samples.npz", "TFPS_PROGRESS_FILE": "/tmp/p.json",
-        "TFPS_STEPS": "300", "TFPS_TASK_TYPE": "worker", "TFPS_TASK_INDEX": "1", "PYTHONPATH": "/code:/lib"}
+        "TFPS_JOB_DIR": "/data/ns/j",
+        "TFPS_CHECKPOINT_DIR": "/data/ns/j/checkpoints",
+        "TFPS_TENSORBOARD_DIR": "/data/ns/j/tensorboard",
+        "TFPS_MODEL_DIR": "/data/ns/j/model",
+        "TFPS_SAMPLES_FILE": "/data/ns/j/model/samples.npz",
+        "TFPS_PROGRESS_FILE": "/tmp/p.json",
+        "TFPS_STEPS": "300",
+        "TFPS_TASK_TYPE": "worker",
+        "TFPS_TASK_INDEX": "1",
+        "PYTHONPATH": "/code:/lib",
+    }
     assert expand(["--dir=$(TFPS_MODEL_DIR)/x", "$(UNDEFINED)", "$$(TFPS_JOB_DIR)", "cost: $$5"], env) == [
-        "--dir=/data/ns/j/model/x", "$(UNDEFINED)", "$(TFPS_JOB_DIR)", "cost: $5"]
+        "--dir=/data/ns/j/model/x",
+        "$(UNDEFINED)",
+        "$(TFPS_JOB_DIR)",
+        "cost: $5",
+    ]
 
 
 def test_exit_codes_of_the_program_are_passed_on_and_signals_become_128_plus_n():
@@ -131,14 +188,25 @@ def test_the_state_file_names_the_latest_checkpoint(tmp_path: Path):
     assert latest_prefix(str(tmp_path)) is None, "named, but its index is not there"
 
 
-@pytest.mark.parametrize("keys, expected", [
-    (["step/.ATTRIBUTES/VARIABLE_VALUE", "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE"], "step/.ATTRIBUTES/VARIABLE_VALUE"),
-    (["model/global_step/.ATTRIBUTES/VARIABLE_VALUE", "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE"],
-     "model/global_step/.ATTRIBUTES/VARIABLE_VALUE"),
-    (["optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE", "save_counter/.ATTRIBUTES/VARIABLE_VALUE"], "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE"),
-    (["optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"], "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"),
-    (["save_counter/.ATTRIBUTES/VARIABLE_VALUE", "model/layer/steps/.ATTRIBUTES/VARIABLE_VALUE"], None),
-])
+@pytest.mark.parametrize(
+    "keys, expected",
+    [
+        (
+            ["step/.ATTRIBUTES/VARIABLE_VALUE", "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE"],
+            "step/.ATTRIBUTES/VARIABLE_VALUE",
+        ),
+        (
+            ["model/global_step/.ATTRIBUTES/VARIABLE_VALUE", "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE"],
+            "model/global_step/.ATTRIBUTES/VARIABLE_VALUE",
+        ),
+        (
+            ["optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE", "save_counter/.ATTRIBUTES/VARIABLE_VALUE"],
+            "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE",
+        ),
+        (["optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"], "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"),
+        (["save_counter/.ATTRIBUTES/VARIABLE_VALUE", "model/layer/steps/.ATTRIBUTES/VARIABLE_VALUE"], None),
+    ],
+)
 def test_the_step_comes_from_a_step_variable_else_the_optimizer_never_the_save_counter(keys, expected):
     assert step_key(keys) == expected
 

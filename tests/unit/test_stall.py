@@ -5,21 +5,33 @@ from __future__ import annotations
 from datetime import timedelta
 
 from _operator_helpers import CFG, T0, all_pods, make_job, observed, status
+
 from tfps_operator.reconcile import conditions as C
 from tfps_operator.reconcile import stall
 from tfps_operator.reconcile.machine import reconcile
 
 
 def running(ck_step=None, ck_at=None, running_at=T0, **extra):
-    fields = {"phase": "Running", "startTime": T0.isoformat(),
-              "conditions": [{"type": "Running", "status": "True", "reason": "AllReplicasRunning",
-                              "lastTransitionTime": running_at.isoformat()}], **extra}
+    fields = {
+        "phase": "Running",
+        "startTime": T0.isoformat(),
+        "conditions": [
+            {
+                "type": "Running",
+                "status": "True",
+                "reason": "AllReplicasRunning",
+                "lastTransitionTime": running_at.isoformat(),
+            }
+        ],
+        **extra,
+    }
     if ck_step is not None:
         fields["checkpoint"] = {"step": ck_step, "path": f"/data/ckpt/ckpt-{ck_step}", "time": ck_at.isoformat()}
     return status(**fields)
 
 
 # --- the rule -------------------------------------------------------------------------------------
+
 
 def test_fresh_checkpoint_is_not_stalled_and_says_when_to_look_again():
     v = stall.evaluate(running(100, T0 + timedelta(seconds=50)), 60, T0 + timedelta(seconds=80))
@@ -80,6 +92,7 @@ def test_the_jobs_bound_wins_over_the_operator_default_and_zero_means_off():
 
 
 # --- the reconciler applies it --------------------------------------------------------------------
+
 
 def _reconcile(st, now, stall_seconds=60):
     job = make_job(ps=1, workers=1, runPolicy={"stallSeconds": stall_seconds})

@@ -10,9 +10,11 @@ import textwrap
 from tfps_trainer.hints import Scanner, find
 from tfps_trainer.logfilter import RateLimiter, shape
 
-UNKNOWN_DEVICE = ("2026-12-03 12:00:01.{n:06d}: W tensorflow/core/framework/op_kernel.cc:1839] OP_REQUIRES failed at "
-                  "lookup_table_op.cc:{n}: INVALID_ARGUMENT: unknown device /job:chief/replica:0/task:0/device:CPU:0 "
-                  "(thread 0x7f{n:x})\n")
+UNKNOWN_DEVICE = (
+    "2026-12-03 12:00:01.{n:06d}: W tensorflow/core/framework/op_kernel.cc:1839] OP_REQUIRES failed at "
+    "lookup_table_op.cc:{n}: INVALID_ARGUMENT: unknown device /job:chief/replica:0/task:0/device:CPU:0 "
+    "(thread 0x7f{n:x})\n"
+)
 
 
 def test_a_repeated_line_is_kept_burst_times_per_window_then_summed_up():
@@ -25,7 +27,10 @@ def test_a_repeated_line_is_kept_burst_times_per_window_then_summed_up():
     assert len(kept) == 4 and kept[-1].startswith("tfps-trainer chief: checkpoint")
     now[0] = 61.0
     rolled = limiter.feed(UNKNOWN_DEVICE.format(n=5))
-    assert rolled[0].startswith("[tfps] 997 more line(s) like this one were not logged: ") and "unknown device" in rolled[0]
+    assert (
+        rolled[0].startswith("[tfps] 997 more line(s) like this one were not logged: ")
+        and "unknown device" in rolled[0]
+    )
     assert rolled[1] == UNKNOWN_DEVICE.format(n=5)  # a new window keeps a few again
     assert limiter.close() == []
     assert shape("step 17 at 0x7ffe") == shape("step 18 at 0x1a")
@@ -33,17 +38,23 @@ def test_a_repeated_line_is_kept_burst_times_per_window_then_summed_up():
 
 def test_classic_failures_get_their_hint_the_cause_before_the_symptom():
     scanner = Scanner()
-    scanner.feed("F tensorflow/core/platform/default/env.cc:74] Check failed: ret == 0 (11 vs. 0)Thread creation via "
-                 "pthread_create() failed.\n")
+    scanner.feed(
+        "F tensorflow/core/platform/default/env.cc:74] Check failed: ret == 0 (11 vs. 0)Thread creation via "
+        "pthread_create() failed.\n"
+    )
     assert scanner.best().name == "ThreadsExhausted"
     scanner.feed(UNKNOWN_DEVICE.format(n=1))
     assert scanner.best().name == "OutsideScope"  # the cause wins over its symptom
     assert "strategy.scope()" in scanner.best().hint and "build_model()" in scanner.best().hint
-    reason = ("internal error: ClosureInputError: Failed to fetch the input of a closure. unknown device "
-              "/job:chief/replica:0/task:0/device:CPU:0")
+    reason = (
+        "internal error: ClosureInputError: Failed to fetch the input of a closure. unknown device "
+        "/job:chief/replica:0/task:0/device:CPU:0"
+    )
     assert find(reason).name == "OutsideScope"
-    assert find("tfps-trainer chief: parameter server(s) ps/1 (127.0.0.1:2223) not reachable after 600s").name == \
-        "ParameterServerUnreachable"
+    assert (
+        find("tfps-trainer chief: parameter server(s) ps/1 (127.0.0.1:2223) not reachable after 600s").name
+        == "ParameterServerUnreachable"
+    )
     assert find("checkpoint step 100 -> /tfps/ckpt-100") is None
 
 

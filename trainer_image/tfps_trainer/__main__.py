@@ -15,8 +15,8 @@ import sys
 from . import exitcodes, logfilter
 from .cluster import read_tf_config
 from .config import JobSettings, SettingsError
-from .summary import termination_line
 from .errors import EXIT_OK, ConfigError, ContractFailure, TrainerError, one_line, report_failure, write_termination_log
+from .summary import termination_line
 
 
 def _quiet_tensorflow() -> None:
@@ -43,7 +43,9 @@ def main() -> int:
 
             return wrapper.run(task, settings)
         if settings.model_module is None or settings.steps is None:
-            raise ConfigError("TFPS_JOB: model_module and steps are required without a script (model_module/steps unset)")
+            raise ConfigError(
+                "TFPS_JOB: model_module and steps are required without a script (model_module/steps unset)"
+            )
         if task.task_type in ("ps", "worker"):
             from . import server as ps_worker
 
@@ -61,7 +63,9 @@ def main() -> int:
             raise ContractFailure(str(exc)) from exc.__cause__
         progress = progress_mod.Progress(role=task.task_type, target_steps=settings.steps, job=settings.job_name)
         server = progress_mod.serve(progress, settings.progress_port)
-        print(f"tfps-trainer {role}: progress on http://{server.httpd.server_address[0]}:{server.port}/status", flush=True)
+        print(
+            f"tfps-trainer {role}: progress on http://{server.httpd.server_address[0]}:{server.port}/status", flush=True
+        )
         if task.task_type == "chief":
             from . import chief as role_mod
         else:
@@ -79,7 +83,7 @@ def main() -> int:
             failure = ContractFailure(f"training cannot proceed: {fatal[1][:400]}")
         else:
             failure = TrainerError("interrupted", exitcodes.INTERRUPTED)
-    except Exception as exc:  # noqa: BLE001 - last resort: still one line and a termination message
+    except Exception as exc:
         failure = TrainerError(f"internal error: {type(exc).__name__}: {exc}")
         failure.__cause__ = exc  # its traceback goes to the log and the termination message
     finally:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from datetime import datetime, timezone
 
 import tensorflow as tf
 
@@ -34,7 +34,7 @@ def step_of(path: str) -> int:
 def info_for(path: str) -> CheckpointInfo:
     """Step, path and write time (ISO 8601, UTC) of an existing checkpoint prefix."""
     mtime = os.path.getmtime(path + ".index")
-    when = datetime.fromtimestamp(mtime, timezone.utc).isoformat(timespec="seconds")
+    when = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="seconds")
     return CheckpointInfo(step=step_of(path), path=path, time=when)
 
 
@@ -57,7 +57,7 @@ class Policy:
     last_time: float
 
     @classmethod
-    def from_settings(cls, s: CheckpointSettings, start_step: int) -> "Policy":
+    def from_settings(cls, s: CheckpointSettings, start_step: int) -> Policy:
         return cls(s.every_steps, s.every_seconds, start_step, time.monotonic())
 
     def next_step_boundary(self, step: int) -> int | None:

@@ -20,12 +20,12 @@ from typing import Any
 import tensorflow as tf
 
 from . import checkpoints, modelio, sharding, summaries
-from .summary import format_success
 from .cluster import read_tf_config, wait_for_addresses
 from .config import JobSettings
 from .contract import ModelContract
 from .errors import ContractFailure, InfrastructureError, LostClusterError, NumericsError, PreemptedError, TrainerError
 from .progress import Progress
+from .summary import format_success
 
 IN_FLIGHT_PER_WORKER = 32
 """Steps scheduled ahead of the workers, per worker: enough to keep each busy, few enough that a stop
@@ -42,8 +42,9 @@ _PS_TASK = re.compile(r"/job:ps/replica:\d+/task:(\d+)")
 class Trainer:
     """Builds the strategy, model, optimizer and checkpoint; runs the loop to ``settings.steps``."""
 
-    def __init__(self, settings: JobSettings, contract: ModelContract, progress: Progress,
-                 stop: threading.Event | None = None) -> None:
+    def __init__(
+        self, settings: JobSettings, contract: ModelContract, progress: Progress, stop: threading.Event | None = None
+    ) -> None:
         self.settings = settings
         self.stop = stop or threading.Event()
         """Set by SIGTERM: finish the scheduled steps, save a checkpoint, exit as preempted."""
@@ -90,7 +91,7 @@ class Trainer:
             self.iterator = iter(self.coordinator.create_per_worker_dataset(distributed))
         except TrainerError:
             raise
-        except Exception as exc:  # noqa: BLE001 - the user's dataset() failed while being traced
+        except Exception as exc:
             raise ContractFailure(
                 f"model module {contract.module_name!r}: dataset() failed: {type(exc).__name__}: {exc}"
             ) from exc
@@ -134,8 +135,9 @@ class Trainer:
         if path:
             self._check_restored_shapes(path)
             self.last_checkpoint = checkpoints.info_for(path)
-            self.progress.update(step=start, checkpoint=self.last_checkpoint,
-                                 message=f"resumed from checkpoint step {start}")
+            self.progress.update(
+                step=start, checkpoint=self.last_checkpoint, message=f"resumed from checkpoint step {start}"
+            )
             print(f"tfps-trainer chief: resumed from checkpoint step {start} ({path})", flush=True)
         else:
             print("tfps-trainer chief: no checkpoint found, starting at step 0", flush=True)
@@ -212,7 +214,7 @@ class Trainer:
             reader.stop()
             self.writer.flush()
 
-    def _checkpoint(self, scheduled: int, rv: Any, reader: "_ProgressReader") -> None:
+    def _checkpoint(self, scheduled: int, rv: Any, reader: _ProgressReader) -> None:
         """Wait for every scheduled step, then save them all (once per step)."""
         if self.last_checkpoint is not None and self.last_checkpoint.step == scheduled:
             return
@@ -228,8 +230,10 @@ class Trainer:
             saved = f"checkpoint step {scheduled} saved ({self.last_checkpoint.path})"
         else:
             saved = f"nothing new to save; {self._resume_hint()}"
-        return PreemptedError(f"preempted (SIGTERM) at step {scheduled} (this run started at {resumed_at}): "
-                              f"{saved}; the job resumes from it")
+        return PreemptedError(
+            f"preempted (SIGTERM) at step {scheduled} (this run started at {resumed_at}): "
+            f"{saved}; the job resumes from it"
+        )
 
     def translate(self, exc: tf.errors.OpError) -> TrainerError:
         """A TensorFlow error from the cluster as a one-line trainer failure."""
@@ -313,7 +317,7 @@ class _ProgressReader(threading.Thread):
             now = time.monotonic()
             if step > self.last_step:
                 rate = (step - self.last_step) / max(now - self.last_t, 1e-9)
-                self.trainer._report(step, loss, rate)  # noqa: SLF001
+                self.trainer._report(step, loss, rate)
                 self.last_t, self.last_step = now, step
 
     def run(self) -> None:
@@ -327,15 +331,19 @@ class _ProgressReader(threading.Thread):
                     continue  # behind: skip to the newest sample
                 try:
                     loss = float(remote_value.fetch())
-                except Exception:  # noqa: BLE001 - the main thread reports failures
+                except Exception:
                     continue
                 self.report_now(step, loss)
             finally:
                 self.queue.task_done()
 
 
-_CLUSTER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
-                   tf.errors.DeadlineExceededError)
+_CLUSTER_ERRORS = (
+    tf.errors.UnavailableError,
+    tf.errors.AbortedError,
+    tf.errors.CancelledError,
+    tf.errors.DeadlineExceededError,
+)
 
 
 def _wait_for(remote_value: Any) -> None:
@@ -344,7 +352,7 @@ def _wait_for(remote_value: Any) -> None:
     died since cannot be fetched at all (the coordinator counts it done)."""
     try:
         remote_value.fetch()
-    except Exception:  # noqa: BLE001 - see above
+    except Exception:
         pass
 
 
@@ -392,8 +400,11 @@ def stop_on_sigterm() -> threading.Event:
 
     def _stop(signum: int, _frame: object) -> None:
         if not stop.is_set():
-            print(f"tfps-trainer chief: {signal.Signals(signum).name}: finishing the scheduled steps, then saving "
-                  "a checkpoint", flush=True)
+            print(
+                f"tfps-trainer chief: {signal.Signals(signum).name}: finishing the scheduled steps, then saving "
+                "a checkpoint",
+                flush=True,
+            )
         stop.set()
 
     signal.signal(signal.SIGTERM, _stop)

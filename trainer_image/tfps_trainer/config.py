@@ -131,7 +131,7 @@ class JobSettings(_Frozen):
         return self.model_dump_json()
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> "JobSettings":
+    def from_env(cls, environ: dict[str, str] | None = None) -> JobSettings:
         """Read settings from ``TFPS_JOB``; raise :class:`SettingsError` with a one-line reason."""
         env = os.environ if environ is None else environ
         raw = env.get(SETTINGS_ENV)

@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 REQUIRED = ("build_model", "dataset", "loss", "optimizer", "input_signature")
 OPTIONAL = ("custom_objects", "sample_inputs", "metrics", "eval_dataset")
@@ -89,15 +90,11 @@ def load(module_name: str) -> ModelContract:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         raise ContractError(f"model module {module_name!r} cannot be imported: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - a user's module may raise anything at import time
-        raise ContractError(
-            f"model module {module_name!r} raised {type(exc).__name__} on import: {exc}"
-        ) from exc
+    except Exception as exc:
+        raise ContractError(f"model module {module_name!r} raised {type(exc).__name__} on import: {exc}") from exc
     missing = [name for name in REQUIRED if not callable(getattr(module, name, None))]
     if missing:
-        raise ContractError(
-            f"model module {module_name!r} is missing required function(s): {', '.join(missing)}"
-        )
+        raise ContractError(f"model module {module_name!r} is missing required function(s): {', '.join(missing)}")
     for name in REQUIRED + OPTIONAL:
         fn = getattr(module, name, None)
         if fn is not None and not callable(fn):

@@ -78,17 +78,25 @@ class Evaluator:
             seen = path
             step = int(self.step.numpy())
             info = checkpoints.info_for(path) if os.path.exists(path + ".index") else None
-            self.progress.update(step=step, loss=results.get("loss"), metrics=results, checkpoint=info,
-                                 message=f"evaluated checkpoint step {step}")
+            self.progress.update(
+                step=step,
+                loss=results.get("loss"),
+                metrics=results,
+                checkpoint=info,
+                message=f"evaluated checkpoint step {step}",
+            )
             with self.writer.as_default():
                 for k, v in results.items():
                     summaries.scalar(k, v, step)
             self.writer.flush()
-            print(f"tfps-trainer evaluator: step {step} " +
-                  " ".join(f"{k}={v:.6g}" for k, v in sorted(results.items())), flush=True)
+            print(
+                f"tfps-trainer evaluator: step {step} " + " ".join(f"{k}={v:.6g}" for k, v in sorted(results.items())),
+                flush=True,
+            )
             if step >= target:
                 return f"evaluated final checkpoint step {step}: " + ", ".join(
-                    f"{k}={v:.6g}" for k, v in sorted(results.items()))
+                    f"{k}={v:.6g}" for k, v in sorted(results.items())
+                )
 
 
 def run(settings: JobSettings, contract: ModelContract, progress: Progress) -> str:

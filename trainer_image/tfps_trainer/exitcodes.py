@@ -51,17 +51,40 @@ class ExitCode:
 TABLE: tuple[ExitCode, ...] = (
     ExitCode(OK, "OK", "success", "success (chief: final checkpoint written; evaluator: final checkpoint evaluated)"),
     ExitCode(INTERNAL, "Internal", "unknown", "unexpected internal error; the reason names the exception"),
-    ExitCode(CONFIG, "BadArguments", "permanent", "TF_CONFIG or TFPS_JOB missing or malformed (the reason names the field)"),
-    ExitCode(CONTRACT, "InvalidModel", "permanent",
-             "model contract error: module not importable, a function missing or raising, checkpoint does not fit the model"),
-    ExitCode(NUMERICS, "Numerics", "permanent", "NaN/Inf loss detected with checkNumerics; the bad state was not checkpointed"),
-    ExitCode(LOST_CLUSTER, "LostParameterServer", "retryable",
-             "a parameter server became unavailable; restart the job to resume from the latest checkpoint"),
-    ExitCode(PREEMPTED, "Preempted", "retryable",
-             "stopped by SIGTERM (preemption, drain, suspend, deletion) after saving a checkpoint of the last step"),
+    ExitCode(
+        CONFIG, "BadArguments", "permanent", "TF_CONFIG or TFPS_JOB missing or malformed (the reason names the field)"
+    ),
+    ExitCode(
+        CONTRACT,
+        "InvalidModel",
+        "permanent",
+        "model contract error: module not importable, a function missing or raising, checkpoint does not fit the model",
+    ),
+    ExitCode(
+        NUMERICS,
+        "Numerics",
+        "permanent",
+        "NaN/Inf loss detected with checkNumerics; the bad state was not checkpointed",
+    ),
+    ExitCode(
+        LOST_CLUSTER,
+        "LostParameterServer",
+        "retryable",
+        "a parameter server became unavailable; restart the job to resume from the latest checkpoint",
+    ),
+    ExitCode(
+        PREEMPTED,
+        "Preempted",
+        "retryable",
+        "stopped by SIGTERM (preemption, drain, suspend, deletion) after saving a checkpoint of the last step",
+    ),
     ExitCode(INFRASTRUCTURE, "Infrastructure", "retryable", "the environment failed: checkpoint storage not writable"),
-    ExitCode(PROGRAM_NOT_FOUND, "ProgramNotFound", "permanent",
-             "script mode: the program could not be started (no such file, not executable)"),
+    ExitCode(
+        PROGRAM_NOT_FOUND,
+        "ProgramNotFound",
+        "permanent",
+        "script mode: the program could not be started (no such file, not executable)",
+    ),
     ExitCode(INTERRUPTED, "Interrupted", "retryable", "interrupted (SIGINT)"),
 )
 BY_CODE: dict[int, ExitCode] = {e.code: e for e in TABLE}
@@ -96,6 +119,8 @@ def markdown_table() -> str:
     """The table as Markdown (docs/operator.md and trainer_image/README.md carry this text; a test checks it)."""
     rows = ["| code | name | kind | meaning |", "|---|---|---|---|"]
     rows += [f"| {e.code} | {e.name} | {e.kind} | {e.meaning} |" for e in TABLE]
-    rows.append(f"| >{SIGNAL_BASE} | Signal | retryable | killed by signal N = code - {SIGNAL_BASE} (137: SIGKILL/OOM) |")
+    rows.append(
+        f"| >{SIGNAL_BASE} | Signal | retryable | killed by signal N = code - {SIGNAL_BASE} (137: SIGKILL/OOM) |"
+    )
     rows.append("| other 1-127 | - | unknown | as 1 |")
     return "\n".join(rows)

@@ -23,22 +23,36 @@ class Hint:
 
 
 HINTS: tuple[Hint, ...] = (
-    Hint("OutsideScope",
-         re.compile(r"outside (of )?(the )?(strategy\.)?scope|created (within|under|in) the (strategy\.)?scope|"
-                    r"not created within the scope|ClosureInputError|unknown device", re.IGNORECASE),
-         "a resource used by the training step (a Keras preprocessing layer such as StringLookup or "
-         "Normalization, a lookup table, a variable) was created outside strategy.scope(), e.g. at module "
-         "level: create it in build_model() (run under the scope) or inside dataset()", fatal_after=200),
-    Hint("ParameterServerUnreachable",
-         re.compile(r"/job:ps/replica:\d+/task:\d+.*(UNAVAILABLE|Socket closed|failed to connect)|"
-                    r"parameter server\(s\) .* not reachable", re.IGNORECASE),
-         "a parameter server cannot be reached: check that its pod runs, that its address in TF_CONFIG "
-         "resolves, and that no NetworkPolicy blocks the gRPC port"),
-    Hint("ThreadsExhausted",
-         re.compile(r"pthread_create\(\) failed|Resource temporarily unavailable.*thread|can't start new thread",
-                    re.IGNORECASE),
-         "the process ran out of threads: raise the pod's pids limit, or look for the first error above "
-         "(a flood of failing steps starts threads without end)"),
+    Hint(
+        "OutsideScope",
+        re.compile(
+            r"outside (of )?(the )?(strategy\.)?scope|created (within|under|in) the (strategy\.)?scope|"
+            r"not created within the scope|ClosureInputError|unknown device",
+            re.IGNORECASE,
+        ),
+        "a resource used by the training step (a Keras preprocessing layer such as StringLookup or "
+        "Normalization, a lookup table, a variable) was created outside strategy.scope(), e.g. at module "
+        "level: create it in build_model() (run under the scope) or inside dataset()",
+        fatal_after=200,
+    ),
+    Hint(
+        "ParameterServerUnreachable",
+        re.compile(
+            r"/job:ps/replica:\d+/task:\d+.*(UNAVAILABLE|Socket closed|failed to connect)|"
+            r"parameter server\(s\) .* not reachable",
+            re.IGNORECASE,
+        ),
+        "a parameter server cannot be reached: check that its pod runs, that its address in TF_CONFIG "
+        "resolves, and that no NetworkPolicy blocks the gRPC port",
+    ),
+    Hint(
+        "ThreadsExhausted",
+        re.compile(
+            r"pthread_create\(\) failed|Resource temporarily unavailable.*thread|can't start new thread", re.IGNORECASE
+        ),
+        "the process ran out of threads: raise the pod's pids limit, or look for the first error above "
+        "(a flood of failing steps starts threads without end)",
+    ),
 )
 
 

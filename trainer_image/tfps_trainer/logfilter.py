@@ -54,8 +54,10 @@ class RateLimiter:
         return self._roll()
 
     def _roll(self) -> list[str]:
-        out = [f"[tfps] {n} more line(s) like this one were not logged: {line.strip()[:300]}\n"
-               for n, line in self.held.values()]
+        out = [
+            f"[tfps] {n} more line(s) like this one were not logged: {line.strip()[:300]}\n"
+            for n, line in self.held.values()
+        ]
         self.counts.clear()
         self.held.clear()
         self.started = self.clock()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import tensorflow as tf
 
@@ -14,7 +15,7 @@ def call(contract: ModelContract, name: str, fn: Callable[..., Any], *args: Any)
     """Call ``fn`` (the contract function ``name``); wrap any exception as :class:`ContractFailure`."""
     try:
         return fn(*args)
-    except Exception as exc:  # noqa: BLE001 - user code may raise anything
+    except Exception as exc:
         raise ContractFailure(
             f"model module {contract.module_name!r}: {name}() raised {type(exc).__name__}: {exc}"
         ) from exc

@@ -20,7 +20,7 @@ import math
 import os
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -34,7 +34,7 @@ STATES = ("running", "succeeded", "failed")
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -119,7 +119,9 @@ def prometheus_text(snap: dict[str, Any]) -> bytes:
     for s in STATES:
         state.labels(**labels, state=s).set(1.0 if snap["state"] == s else 0.0)
     if snap["metrics"]:
-        metric = Gauge("tfps_metric", "Evaluation metrics of the last evaluated checkpoint.", names + ["name"], registry=reg)
+        metric = Gauge(
+            "tfps_metric", "Evaluation metrics of the last evaluated checkpoint.", names + ["name"], registry=reg
+        )
         for name, value in snap["metrics"].items():
             if value is not None:
                 metric.labels(**labels, name=name).set(value)
@@ -129,7 +131,7 @@ def prometheus_text(snap: dict[str, Any]) -> bytes:
 class _Handler(BaseHTTPRequestHandler):
     progress: Progress  # set on the subclass built by serve()
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server API
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/status":
             body, ctype = json.dumps(self.progress.snapshot()).encode(), "application/json"
@@ -146,7 +148,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence access logs
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
@@ -163,7 +165,7 @@ class ProgressServer:
     def port(self) -> int:
         return int(self.httpd.server_address[1])
 
-    def start(self) -> "ProgressServer":
+    def start(self) -> ProgressServer:
         self.thread.start()
         return self
 

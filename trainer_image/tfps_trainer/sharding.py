@@ -15,7 +15,8 @@ slices, so it restores into a sharded model (resume) and an unsharded one (expor
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -47,13 +48,17 @@ def _checkpointable_class(cls: type) -> type:
     if cls not in _classes:
 
         def _gather_saveables_for_checkpoint(self: Any) -> Any:
-            return self.value._gather_saveables_for_checkpoint()  # noqa: SLF001 - TF's slice saveables
+            return self.value._gather_saveables_for_checkpoint()
 
         # Defining _gather_saveables_for_checkpoint on the subclass (and not _serialize_to_tensors)
         # makes TF's saver take the legacy saveable path for these variables only.
-        _classes[cls] = type(f"Sharded{cls.__name__}", (cls,), {
-            "_gather_saveables_for_checkpoint": _gather_saveables_for_checkpoint,
-        })
+        _classes[cls] = type(
+            f"Sharded{cls.__name__}",
+            (cls,),
+            {
+                "_gather_saveables_for_checkpoint": _gather_saveables_for_checkpoint,
+            },
+        )
     return _classes[cls]
 
 
@@ -82,8 +87,9 @@ def describe(variables: Iterable[Any]) -> str:
     parts = []
     for name, devices in placement(variables).items():
         if len(devices) > 1:
-            short = ",".join(d.split("/job:")[-1].split("/replica")[0] + "/" + d.split("task:")[-1].split("/")[0]
-                             for d in devices)
+            short = ",".join(
+                d.split("/job:")[-1].split("/replica")[0] + "/" + d.split("task:")[-1].split("/")[0] for d in devices
+            )
             parts.append(f"{name} -> {len(devices)} shards on {short}")
     return "; ".join(parts) if parts else "no sharded variables"
 

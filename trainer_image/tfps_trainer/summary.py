@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_SUCCESS = re.compile(r"^(?:tfps-trainer \S+: )?"
-                      r"completed step (?P<step>\d+)/(?P<target>\d+); final checkpoint (?P<path>\S+)$")
+_SUCCESS = re.compile(
+    r"^(?:tfps-trainer \S+: )?"
+    r"completed step (?P<step>\d+)/(?P<target>\d+); final checkpoint (?P<path>\S+)$"
+)
 
 
 @dataclass(frozen=True)

@@ -27,18 +27,47 @@ CRD_NAME = f"{m.PLURAL}.{m.GROUP}"
 CRD_FILE = f"crds/{CRD_NAME}.yaml"
 
 _KEEP = (
-    "description", "type", "format", "enum", "default",
-    "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "maxItems", "maxProperties",
-    "x-kubernetes-int-or-string", "x-kubernetes-preserve-unknown-fields", "x-kubernetes-validations",
+    "description",
+    "type",
+    "format",
+    "enum",
+    "default",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "maxProperties",
+    "x-kubernetes-int-or-string",
+    "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-validations",
 )
-_HANDLED = {"title", "$defs", "additionalProperties", "properties", "items", "required", "anyOf",
-            "propertyNames", "$ref", "const", "allOf"}
+_HANDLED = {
+    "title",
+    "$defs",
+    "additionalProperties",
+    "properties",
+    "items",
+    "required",
+    "anyOf",
+    "propertyNames",
+    "$ref",
+    "const",
+    "allOf",
+}
 """Keywords translated below; any other keyword is an error, so no constraint of the models is
 silently lost from the CRD (which would let the client and the API server disagree)."""
 
 PRINTER_COLUMNS = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "description": "Job phase."},
-    {"name": "Step", "type": "integer", "jsonPath": ".status.checkpoint.step", "description": "Step of the latest checkpoint."},
+    {
+        "name": "Step",
+        "type": "integer",
+        "jsonPath": ".status.checkpoint.step",
+        "description": "Step of the latest checkpoint.",
+    },
     {"name": "Workers", "type": "string", "jsonPath": ".status.workers", "description": "Workers ready/total."},
     {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "description": "Why the job waits or failed."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
@@ -90,7 +119,9 @@ def _structural(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[s
     if unknown:
         raise SchemaError(f"{path}: no CRD translation for {sorted(unknown)}")
 
-    out: dict[str, Any] = {k: copy.deepcopy(node[k]) for k in _KEEP if k in node and not (k == "default" and node[k] is None)}
+    out: dict[str, Any] = {
+        k: copy.deepcopy(node[k]) for k in _KEEP if k in node and not (k == "default" and node[k] is None)
+    }
     if "description" in out:  # docstrings: unwrap lines, keep paragraphs
         out["description"] = "\n\n".join(" ".join(p.split()) for p in out["description"].split("\n\n"))
     if "const" in node:
@@ -156,14 +187,16 @@ def crd() -> dict[str, Any]:
                 "shortNames": list(m.SHORT_NAMES),
                 "categories": list(m.CATEGORIES),
             },
-            "versions": [{
-                "name": m.VERSION,
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": PRINTER_COLUMNS,
-                "schema": {"openAPIV3Schema": openapi_schema()},
-            }],
+            "versions": [
+                {
+                    "name": m.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                    "schema": {"openAPIV3Schema": openapi_schema()},
+                }
+            ],
         },
     }
 

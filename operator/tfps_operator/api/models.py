@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired, Required
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
-from typing_extensions import NotRequired, Required, TypedDict
+from typing_extensions import TypedDict
 
 from tfps_trainer.config import DEFAULT_PROGRESS_PORT
 
@@ -52,7 +52,9 @@ ExportFormat = Literal["savedmodel", "tflite", "onnx", "keras", "weights"]
 OutputKind = Literal["classification", "regression"]
 
 
-def cel(rule: str, message: str, field_path: str | None = None, message_expression: str | None = None) -> dict[str, str]:
+def cel(
+    rule: str, message: str, field_path: str | None = None, message_expression: str | None = None
+) -> dict[str, str]:
     """One ``x-kubernetes-validations`` entry. ``field_path`` (relative, e.g. ``.chief.replicas``)
     is where the API server (and ``tfps validate``) report a violation. ``message_expression`` (CEL,
     evaluated only when the rule fails) builds a more precise message; ``message`` is the fallback
@@ -105,13 +107,15 @@ Quantity = Annotated[
     PlainValidator(_quantity),
     # The form the API server accepts for int-or-string (as controller-gen writes resource.Quantity):
     # the anyOf branches carry types only; pattern applies to strings and minimum to integers.
-    WithJsonSchema({
-        "x-kubernetes-int-or-string": True,
-        "anyOf": [{"type": "integer"}, {"type": "string"}],
-        "minimum": 0,
-        "maxLength": MAX_QUANTITY_LENGTH,
-        "pattern": QUANTITY_PATTERN,
-    }),
+    WithJsonSchema(
+        {
+            "x-kubernetes-int-or-string": True,
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "minimum": 0,
+            "maxLength": MAX_QUANTITY_LENGTH,
+            "pattern": QUANTITY_PATTERN,
+        }
+    ),
 ]
 """A Kubernetes resource quantity: int or string on the wire (as in a Pod), never a float."""
 
@@ -147,46 +151,87 @@ def _first(field: str, bad: str, text: str) -> str:
 def _resource_rules() -> list[dict[str, str]]:
     names = "use cpu, memory, ephemeral-storage, hugepages-<size> or a domain-prefixed resource such as nvidia.com/gpu"
     rules = [
-        cel(f"!has(self.{f}) || self.{f}.all(k, {_CONTAINER_RESOURCE})",
-            f"not a container resource name: {names}", f".{f}",
-            _first(f, f"!{_CONTAINER_RESOURCE}", f"k + ': not a container resource name: {names}'"))
+        cel(
+            f"!has(self.{f}) || self.{f}.all(k, {_CONTAINER_RESOURCE})",
+            f"not a container resource name: {names}",
+            f".{f}",
+            _first(f, f"!{_CONTAINER_RESOURCE}", f"k + ': not a container resource name: {names}'"),
+        )
         for f in ("limits", "requests")
     ]
     missing = f"{_NOT_OVERCOMMITTABLE} && !(has(self.limits) && k in self.limits)"
-    rules.append(cel(
-        f"!has(self.requests) || self.requests.all(k, !({missing}))",
-        "an extended resource (e.g. nvidia.com/gpu) or hugepages in requests needs a limit: set limits "
-        "(requests default to limits)", ".limits",
-        _first("requests", missing, "k + ' is requested without a limit: set limits.' + k + "
-               "' (requests default to limits; ' + k + ' cannot be overcommitted)'")))
+    rules.append(
+        cel(
+            f"!has(self.requests) || self.requests.all(k, !({missing}))",
+            "an extended resource (e.g. nvidia.com/gpu) or hugepages in requests needs a limit: set limits "
+            "(requests default to limits)",
+            ".limits",
+            _first(
+                "requests",
+                missing,
+                "k + ' is requested without a limit: set limits.' + k + "
+                "' (requests default to limits; ' + k + ' cannot be overcommitted)'",
+            ),
+        )
+    )
     both = "has(self.requests) && has(self.limits)"
     unequal = f"{_NOT_OVERCOMMITTABLE} && k in self.limits && {_CMP} != 0"
-    rules.append(cel(
-        f"!({both}) || self.requests.all(k, !({unequal}))",
-        "requests of an extended resource (e.g. nvidia.com/gpu) or hugepages must equal its limits", ".requests",
-        _first("requests", unequal, "k + ': the request must equal the limit (' + k + ' cannot be overcommitted)'")))
+    rules.append(
+        cel(
+            f"!({both}) || self.requests.all(k, !({unequal}))",
+            "requests of an extended resource (e.g. nvidia.com/gpu) or hugepages must equal its limits",
+            ".requests",
+            _first("requests", unequal, "k + ': the request must equal the limit (' + k + ' cannot be overcommitted)'"),
+        )
+    )
     above = f"!{_NOT_OVERCOMMITTABLE} && k in self.limits && {_CMP} > 0"
-    rules.append(cel(
-        f"!({both}) || self.requests.all(k, !({above}))",
-        "requests must not exceed limits", ".requests",
-        _first("requests", above, "k + ': the request must not exceed the limit'")))
-    hugepages = " || ".join(f"(has(self.{f}) && self.{f}.exists(k, k.startsWith('hugepages-')))" for f in ("limits", "requests"))
-    cpu_or_memory = " || ".join(f"(has(self.{f}) && ('cpu' in self.{f} || 'memory' in self.{f}))" for f in ("limits", "requests"))
+    rules.append(
+        cel(
+            f"!({both}) || self.requests.all(k, !({above}))",
+            "requests must not exceed limits",
+            ".requests",
+            _first("requests", above, "k + ': the request must not exceed the limit'"),
+        )
+    )
+    hugepages = " || ".join(
+        f"(has(self.{f}) && self.{f}.exists(k, k.startsWith('hugepages-')))" for f in ("limits", "requests")
+    )
+    cpu_or_memory = " || ".join(
+        f"(has(self.{f}) && ('cpu' in self.{f} || 'memory' in self.{f}))" for f in ("limits", "requests")
+    )
     rules.append(cel(f"!({hugepages}) || {cpu_or_memory}", "hugepages require a cpu or memory limit or request"))
     page = "quantity(k.substring(10))"  # hugepages-<page size>
-    indivisible = (f"k.startsWith('hugepages-') && !(isQuantity(k.substring(10)) && {page}.isInteger() && {page}.asInteger() > 0"
-                   f" && {_q('limits')}.isInteger() && {_q('limits')}.asInteger() % {page}.asInteger() == 0)")
-    rules.append(cel(
-        f"!has(self.limits) || self.limits.all(k, !({indivisible}))",
-        "hugepages-<size> must be a whole multiple of its page size", ".limits",
-        _first("limits", indivisible, "k + ': must be a whole number that is a multiple of the page size (e.g. "
-               "hugepages-2Mi: 4Mi), and the name a valid page size'")))
+    indivisible = (
+        f"k.startsWith('hugepages-') && !(isQuantity(k.substring(10)) && {page}.isInteger() && {page}.asInteger() > 0"
+        f" && {_q('limits')}.isInteger() && {_q('limits')}.asInteger() % {page}.asInteger() == 0)"
+    )
+    rules.append(
+        cel(
+            f"!has(self.limits) || self.limits.all(k, !({indivisible}))",
+            "hugepages-<size> must be a whole multiple of its page size",
+            ".limits",
+            _first(
+                "limits",
+                indivisible,
+                "k + ': must be a whole number that is a multiple of the page size (e.g. "
+                "hugepages-2Mi: 4Mi), and the name a valid page size'",
+            ),
+        )
+    )
     fractional = f"{_EXTENDED} && !{_q('limits')}.isInteger()"
-    rules.append(cel(
-        f"!has(self.limits) || self.limits.all(k, !({fractional}))",
-        "an extended resource (e.g. nvidia.com/gpu) must be a whole number", ".limits",
-        _first("limits", fractional, "k + ': an extended resource must be a whole number written as one, "
-               "such as 1, 2 or 1k (not 500m, 1.5 or 1000m)'")))
+    rules.append(
+        cel(
+            f"!has(self.limits) || self.limits.all(k, !({fractional}))",
+            "an extended resource (e.g. nvidia.com/gpu) must be a whole number",
+            ".limits",
+            _first(
+                "limits",
+                fractional,
+                "k + ': an extended resource must be a whole number written as one, "
+                "such as 1, 2 or 1k (not 500m, 1.5 or 1000m)'",
+            ),
+        )
+    )
     return rules
 
 
@@ -204,20 +249,31 @@ class ResourceRequirements(_Model):
 
     model_config = ConfigDict(json_schema_extra=_rules(*_resource_rules()))
 
-    limits: dict[str, Quantity] | None = Field(default=None, max_length=MAX_RESOURCES,
-                                               description="Maximum resources, e.g. {cpu: '2', memory: 4Gi, nvidia.com/gpu: 1}.")
-    requests: dict[str, Quantity] | None = Field(default=None, max_length=MAX_RESOURCES,
-                                                 description="Guaranteed resources, e.g. {cpu: 500m, memory: 1Gi}; default: the limits.")
+    limits: dict[str, Quantity] | None = Field(
+        default=None,
+        max_length=MAX_RESOURCES,
+        description="Maximum resources, e.g. {cpu: '2', memory: 4Gi, nvidia.com/gpu: 1}.",
+    )
+    requests: dict[str, Quantity] | None = Field(
+        default=None,
+        max_length=MAX_RESOURCES,
+        description="Guaranteed resources, e.g. {cpu: 500m, memory: 1Gi}; default: the limits.",
+    )
 
 
 class ObjectMetaOverride(_Model):
     """Labels and annotations added to every pod of a replica type. Keys under ``tfps.dev/`` are the
     operator's (it finds and counts its pods by them)."""
 
-    model_config = ConfigDict(json_schema_extra=_rules(
-        cel("!has(self.labels) || self.labels.all(k, !k.startsWith('tfps.dev/'))",
-            "labels under tfps.dev/ are reserved for the operator", ".labels"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            cel(
+                "!has(self.labels) || self.labels.all(k, !k.startsWith('tfps.dev/'))",
+                "labels under tfps.dev/ are reserved for the operator",
+                ".labels",
+            ),
+        )
+    )
 
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
@@ -230,8 +286,17 @@ class EnvVar(TypedDict, total=False):
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
 
-    name: Required[Annotated[str, Field(min_length=1, max_length=256, pattern=ENV_NAME_PATTERN,
-                                        description="Variable name; TF_CONFIG and TFPS_* are reserved.")]]
+    name: Required[
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=256,
+                pattern=ENV_NAME_PATTERN,
+                description="Variable name; TF_CONFIG and TFPS_* are reserved.",
+            ),
+        ]
+    ]
     value: NotRequired[str]
     valueFrom: NotRequired[Annotated[dict[str, Any], Field(description="core/v1 EnvVarSource.")]]
 
@@ -242,8 +307,18 @@ class VolumeMount(TypedDict, total=False):
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
 
     name: Required[Annotated[str, Field(min_length=1, max_length=253, description="Name of a volume of the pod.")]]
-    mountPath: Required[Annotated[str, Field(min_length=1, max_length=1024, description=(
-        "Where to mount it; not /, /tmp or the job's storage mountPath (the operator's own mounts)."))]]
+    mountPath: Required[
+        Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=1024,
+                description=(
+                    "Where to mount it; not /, /tmp or the job's storage mountPath (the operator's own mounts)."
+                ),
+            ),
+        ]
+    ]
     readOnly: NotRequired[bool]
     recursiveReadOnly: NotRequired[Annotated[str, Field(max_length=32)]]
     mountPropagation: NotRequired[Annotated[str, Field(max_length=32)]]
@@ -263,43 +338,95 @@ class PodSpecOverride(_Model):
     the job as InvalidSpec with the server's message, and nothing is created. Mounts over /, /tmp or
     the storage mountPath are refused here."""
 
-    model_config = ConfigDict(json_schema_extra=_rules(
-        cel("!has(self.env) || self.env.all(e, e.name != 'TF_CONFIG' && !e.name.startsWith('TFPS_'))",
-            "TF_CONFIG and TFPS_* environment variables are reserved for the operator", ".env"),
-        cel("!has(self.initContainers) || self.initContainers.all(c, has(c.name) && c.name != 'trainer')",
-            "every init container needs a name other than trainer (the operator's container)", ".initContainers"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            cel(
+                "!has(self.env) || self.env.all(e, e.name != 'TF_CONFIG' && !e.name.startsWith('TFPS_'))",
+                "TF_CONFIG and TFPS_* environment variables are reserved for the operator",
+                ".env",
+            ),
+            cel(
+                "!has(self.initContainers) || self.initContainers.all(c, has(c.name) && c.name != 'trainer')",
+                "every init container needs a name other than trainer (the operator's container)",
+                ".initContainers",
+            ),
+        )
+    )
 
     node_selector: dict[str, str] | None = Field(default=None, description="Pod nodeSelector.")
     tolerations: list[dict[str, Any]] | None = Field(default=None, description="Pod tolerations (core/v1 Toleration).")
     affinity: dict[str, Any] | None = Field(default=None, description="Pod affinity (core/v1 Affinity).")
     priority_class_name: str | None = Field(default=None, max_length=253, description="Pod priorityClassName.")
-    env: list[EnvVar] | None = Field(default=None, max_length=128, description="Extra container env (core/v1 EnvVar); TF_CONFIG and TFPS_* are reserved.")
+    env: list[EnvVar] | None = Field(
+        default=None,
+        max_length=128,
+        description="Extra container env (core/v1 EnvVar); TF_CONFIG and TFPS_* are reserved.",
+    )
     volumes: list[dict[str, Any]] | None = Field(default=None, description="Extra pod volumes (core/v1 Volume).")
-    volume_mounts: list[VolumeMount] | None = Field(default=None, max_length=MAX_VOLUME_MOUNTS, description=(
-        "Extra trainer container mounts (core/v1 VolumeMount), each naming a volume of the pod."))
-    resources: ResourceRequirements | None = Field(default=None, description="Trainer container resources; wins over the replica type's resources.")
-    security_context: dict[str, Any] | None = Field(default=None, description="Trainer container securityContext (core/v1 SecurityContext).")
-    pod_security_context: dict[str, Any] | None = Field(default=None, description="Pod securityContext (core/v1 PodSecurityContext).")
-    image_pull_secrets: list[dict[str, str]] | None = Field(default=None, description="Pod imagePullSecrets, e.g. [{name: regcred}].")
-    service_account_name: str | None = Field(default=None, min_length=1, max_length=253,
-                                             pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", description=(
-        "Pod serviceAccountName (e.g. for cloud workload identity). Its API token stays unmounted unless "
-        "automountServiceAccountToken is true."))
-    automount_service_account_token: bool = Field(default=False, description=(
-        "Mount the service account's Kubernetes API token into the pods; off by default (the trainer needs no "
-        "API access)."))
-    init_containers: list[Annotated[dict[str, Any], WithJsonSchema({
-        "type": "object", "x-kubernetes-preserve-unknown-fields": True, "required": ["name"],
-        "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 63}}})]] | None = Field(
-        default=None, max_length=16, description="Pod initContainers (core/v1 Container), run before the trainer.")
+    volume_mounts: list[VolumeMount] | None = Field(
+        default=None,
+        max_length=MAX_VOLUME_MOUNTS,
+        description=("Extra trainer container mounts (core/v1 VolumeMount), each naming a volume of the pod."),
+    )
+    resources: ResourceRequirements | None = Field(
+        default=None, description="Trainer container resources; wins over the replica type's resources."
+    )
+    security_context: dict[str, Any] | None = Field(
+        default=None, description="Trainer container securityContext (core/v1 SecurityContext)."
+    )
+    pod_security_context: dict[str, Any] | None = Field(
+        default=None, description="Pod securityContext (core/v1 PodSecurityContext)."
+    )
+    image_pull_secrets: list[dict[str, str]] | None = Field(
+        default=None, description="Pod imagePullSecrets, e.g. [{name: regcred}]."
+    )
+    service_account_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description=(
+            "Pod serviceAccountName (e.g. for cloud workload identity). Its API token stays unmounted unless "
+            "automountServiceAccountToken is true."
+        ),
+    )
+    automount_service_account_token: bool = Field(
+        default=False,
+        description=(
+            "Mount the service account's Kubernetes API token into the pods; off by default (the trainer needs no "
+            "API access)."
+        ),
+    )
+    init_containers: (
+        list[
+            Annotated[
+                dict[str, Any],
+                WithJsonSchema(
+                    {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                        "required": ["name"],
+                        "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 63}},
+                    }
+                ),
+            ]
+        ]
+        | None
+    ) = Field(
+        default=None, max_length=16, description="Pod initContainers (core/v1 Container), run before the trainer."
+    )
     topology_spread_constraints: list[dict[str, Any]] | None = Field(
-        default=None, max_length=16, description="Pod topologySpreadConstraints (core/v1 TopologySpreadConstraint).")
+        default=None, max_length=16, description="Pod topologySpreadConstraints (core/v1 TopologySpreadConstraint)."
+    )
     command: list[Annotated[str, Field(min_length=1, max_length=PROGRAM_ITEM_MAX)]] | None = Field(
-        default=None, min_length=1, max_length=256,
-        description="Script mode: this replica type's program, instead of spec.model.command.")
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="Script mode: this replica type's program, instead of spec.model.command.",
+    )
     args: list[Annotated[str, Field(max_length=PROGRAM_ITEM_MAX)]] | None = Field(
-        default=None, max_length=256, description="Script mode: arguments appended to this replica type's program.")
+        default=None, max_length=256, description="Script mode: arguments appended to this replica type's program."
+    )
 
 
 class PodTemplateOverride(_Model):
@@ -312,8 +439,12 @@ class PodTemplateOverride(_Model):
 class ReplicaSpec(_Model):
     """One replica type (chief, ps, worker or evaluator)."""
 
-    replicas: int = Field(default=1, ge=0, le=1000, description="Number of pods of this type. Immutable once the job has started.")
-    image: str | None = Field(default=None, min_length=1, max_length=1024, description="Image of this type's pods; default spec.image.")
+    replicas: int = Field(
+        default=1, ge=0, le=1000, description="Number of pods of this type. Immutable once the job has started."
+    )
+    image: str | None = Field(
+        default=None, min_length=1, max_length=1024, description="Image of this type's pods; default spec.image."
+    )
     resources: ResourceRequirements | None = Field(default=None, description="Trainer container resources.")
     restart_policy: Literal["OnFailure", "Never", "ExitCode"] = Field(
         default="OnFailure",
@@ -325,35 +456,53 @@ class ReplicaSpec(_Model):
             "fails the job. ExitCode: only retryable codes (5 lost PS, 6 preempted, 7 infrastructure, signals) are retried."
         ),
     )
-    recreate_limit: int = Field(default=10, ge=0, le=10000, description=(
-        "Times a failed worker or evaluator pod is recreated alone before the job fails with "
-        "RecreateLimitExceeded (counted per replica type in status.replicaStatuses.<type>.recreated). "
-        "Ignored for chief and ps, whose failures restart the whole job."))
+    recreate_limit: int = Field(
+        default=10,
+        ge=0,
+        le=10000,
+        description=(
+            "Times a failed worker or evaluator pod is recreated alone before the job fails with "
+            "RecreateLimitExceeded (counted per replica type in status.replicaStatuses.<type>.recreated). "
+            "Ignored for chief and ps, whose failures restart the whole job."
+        ),
+    )
     template: PodTemplateOverride | None = Field(default=None, description="Optional overrides of this type's pods.")
 
 
 def _template_program_rule(role: str) -> dict[str, str]:
     r = f"self.replicas.{role}"
     t = f"{r}.template.spec"
-    return cel(f"has(self.model.command) || !has({r}.template) || !has({t}) || (!has({t}.command) && !has({t}.args))",
-               "command and args are for script mode: set spec.model.command", f".replicas.{role}.template.spec.command")
+    return cel(
+        f"has(self.model.command) || !has({r}.template) || !has({t}) || (!has({t}.command) && !has({t}.args))",
+        "command and args are for script mode: set spec.model.command",
+        f".replicas.{role}.template.spec.command",
+    )
 
 
 class Replicas(_Model):
     """The replica types of the job. The training cluster is chief + ps + worker; the evaluator runs
     beside it, outside the training cluster. Replica counts cannot change once the job has started."""
 
-    model_config = ConfigDict(json_schema_extra=_rules(
-        cel("self.chief.replicas == 1", "must be 1: a job has exactly one chief", ".chief.replicas"),
-        cel("self.ps.replicas >= 1", "must be ≥ 1: a job needs a parameter server", ".ps.replicas"),
-        cel("self.worker.replicas >= 1", "must be ≥ 1: a job needs a worker", ".worker.replicas"),
-        cel("self.evaluator.replicas <= 1", "must be 0 or 1", ".evaluator.replicas"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            cel("self.chief.replicas == 1", "must be 1: a job has exactly one chief", ".chief.replicas"),
+            cel("self.ps.replicas >= 1", "must be ≥ 1: a job needs a parameter server", ".ps.replicas"),
+            cel("self.worker.replicas >= 1", "must be ≥ 1: a job needs a worker", ".worker.replicas"),
+            cel("self.evaluator.replicas <= 1", "must be 0 or 1", ".evaluator.replicas"),
+        )
+    )
 
-    chief: ReplicaSpec = Field(default_factory=lambda: ReplicaSpec(replicas=1), description="Exactly one chief runs the training loop.")
-    ps: ReplicaSpec = Field(default_factory=lambda: ReplicaSpec(replicas=1), description="Parameter servers (at least 1).")
+    chief: ReplicaSpec = Field(
+        default_factory=lambda: ReplicaSpec(replicas=1), description="Exactly one chief runs the training loop."
+    )
+    ps: ReplicaSpec = Field(
+        default_factory=lambda: ReplicaSpec(replicas=1), description="Parameter servers (at least 1)."
+    )
     worker: ReplicaSpec = Field(default_factory=lambda: ReplicaSpec(replicas=1), description="Workers (at least 1).")
-    evaluator: ReplicaSpec = Field(default_factory=lambda: ReplicaSpec(replicas=0), description="Optional side-car evaluator (0 or 1); it evaluates every new checkpoint.")
+    evaluator: ReplicaSpec = Field(
+        default_factory=lambda: ReplicaSpec(replicas=0),
+        description="Optional side-car evaluator (0 or 1); it evaluates every new checkpoint.",
+    )
 
 
 _PATH_SEGMENT = r"([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+|\.)"
@@ -364,8 +513,12 @@ class CodeItem(_Model):
     """One file of the code: ConfigMap key -> relative path (as in a configMap volume's items)."""
 
     key: str = Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")
-    path: str = Field(min_length=1, max_length=1024, pattern=rf"^{_PATH_SEGMENT}(/{_PATH_SEGMENT})*$",
-                      description="Relative path: no leading '/', no empty or '..' component.")
+    path: str = Field(
+        min_length=1,
+        max_length=1024,
+        pattern=rf"^{_PATH_SEGMENT}(/{_PATH_SEGMENT})*$",
+        description="Relative path: no leading '/', no empty or '..' component.",
+    )
 
 
 class CodeSource(_Model):
@@ -373,11 +526,20 @@ class CodeSource(_Model):
     read-only at ``/tfps-code`` in every replica and in the export Job, which also run from there
     with it first on ``PYTHONPATH``. ``tfps submit --code DIR`` creates it from a directory."""
 
-    config_map: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
-                            description="Name of a ConfigMap in the job's namespace.")
-    items: list[CodeItem] | None = Field(default=None, max_length=4096, description=(
-        "Where each key goes under /tfps-code (a ConfigMap key cannot hold '/'); every key at its own name "
-        "when unset. tfps submit --code fills it in."))
+    config_map: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Name of a ConfigMap in the job's namespace.",
+    )
+    items: list[CodeItem] | None = Field(
+        default=None,
+        max_length=4096,
+        description=(
+            "Where each key goes under /tfps-code (a ConfigMap key cannot hold '/'); every key at its own name "
+            "when unset. tfps submit --code fills it in."
+        ),
+    )
 
 
 PROGRAM_ITEM_MAX = 4096
@@ -391,20 +553,37 @@ class ModelSpec(_Model):
     module, used only to export the final checkpoint; without one the export converts the model the
     program saved to ``$TFPS_MODEL_DIR``."""
 
-    model_config = ConfigDict(json_schema_extra=_rules(
-        cel("has(self.module) || has(self.command)", "set module (a contract module) or command (your own program)"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            cel(
+                "has(self.module) || has(self.command)", "set module (a contract module) or command (your own program)"
+            ),
+        )
+    )
 
-    module: str | None = Field(default=None, min_length=1, max_length=253,
-                               pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
-                               description="Dotted Python module name, e.g. tfps_trainer.examples.linear.")
-    args: dict[str, Any] = Field(default_factory=dict, description="Free-form arguments passed to every contract function.")
+    module: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
+        description="Dotted Python module name, e.g. tfps_trainer.examples.linear.",
+    )
+    args: dict[str, Any] = Field(
+        default_factory=dict, description="Free-form arguments passed to every contract function."
+    )
     command: list[Annotated[str, Field(min_length=1, max_length=PROGRAM_ITEM_MAX)]] | None = Field(
-        default=None, min_length=1, max_length=256, description=(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description=(
             "Script mode: the program every replica runs, e.g. [python, train.py, --epochs, '3']. $(VAR) "
             "references to the container's environment (TFPS_CHECKPOINT_DIR, TFPS_MODEL_DIR...) are "
-            "expanded as Kubernetes does; a replica's template.spec.command/args override it."))
-    source: CodeSource | None = Field(default=None, description="Code from a ConfigMap, on PYTHONPATH and the working directory.")
+            "expanded as Kubernetes does; a replica's template.spec.command/args override it."
+        ),
+    )
+    source: CodeSource | None = Field(
+        default=None, description="Code from a ConfigMap, on PYTHONPATH and the working directory."
+    )
 
     @property
     def script_mode(self) -> bool:
@@ -415,9 +594,11 @@ class CheckpointPolicy(_Model):
     """When checkpoints are written (at least one of everySteps, everySeconds) and how many are kept.
     A final checkpoint is always written when training ends."""
 
-    model_config = ConfigDict(json_schema_extra=_rules(
-        cel("has(self.everySteps) || has(self.everySeconds)", "set at least one of everySteps, everySeconds"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            cel("has(self.everySteps) || has(self.everySeconds)", "set at least one of everySteps, everySeconds"),
+        )
+    )
 
     every_steps: int | None = Field(default=None, ge=1, description="Write a checkpoint every N global steps.")
     every_seconds: int | None = Field(default=None, ge=1, description="Write a checkpoint every N seconds.")
@@ -434,38 +615,70 @@ class VariablePartitioner(_Model):
 class TrainingSpec(_Model):
     """The training loop."""
 
-    model_config = ConfigDict(json_schema_extra=_rules(
-        cel(f"self.port != {DEFAULT_PROGRESS_PORT}",
-            f"must differ from {DEFAULT_PROGRESS_PORT}, the progress port of the chief and the evaluator", ".port"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            cel(
+                f"self.port != {DEFAULT_PROGRESS_PORT}",
+                f"must differ from {DEFAULT_PROGRESS_PORT}, the progress port of the chief and the evaluator",
+                ".port",
+            ),
+        )
+    )
 
-    steps: int | None = Field(default=None, ge=1, description=(
-        "Target global step count; required for a model module. In script mode optional: the step the "
-        "program trains to, shown as the progress target."))
+    steps: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Target global step count; required for a model module. In script mode optional: the step the "
+            "program trains to, shown as the progress target."
+        ),
+    )
     batch_size: int = Field(default=32, ge=1, le=1048576, description="Per-worker batch size.")
-    checkpoint: CheckpointPolicy = Field(default_factory=lambda: CheckpointPolicy(every_steps=100),
-                                         description="Checkpoint policy; default every 100 steps, keep 3.")
-    check_numerics: bool = Field(default=False, description="Stop with a clear reason on NaN/Inf instead of checkpointing garbage.")
-    variable_partitioner: VariablePartitioner | None = Field(default=None, description="Shard large variables across the PS; none when unset.")
-    port: int = Field(default=2222, ge=1024, le=65535, description=(
-        f"gRPC port of the TensorFlow servers; not {DEFAULT_PROGRESS_PORT}, the chief's and evaluator's progress port."))
+    checkpoint: CheckpointPolicy = Field(
+        default_factory=lambda: CheckpointPolicy(every_steps=100),
+        description="Checkpoint policy; default every 100 steps, keep 3.",
+    )
+    check_numerics: bool = Field(
+        default=False, description="Stop with a clear reason on NaN/Inf instead of checkpointing garbage."
+    )
+    variable_partitioner: VariablePartitioner | None = Field(
+        default=None, description="Shard large variables across the PS; none when unset."
+    )
+    port: int = Field(
+        default=2222,
+        ge=1024,
+        le=65535,
+        description=(
+            f"gRPC port of the TensorFlow servers; not {DEFAULT_PROGRESS_PORT}, the chief's and evaluator's progress port."
+        ),
+    )
     seed: int | None = Field(default=None, ge=0, description="Random seed for reproducible runs.")
 
 
 class VolumeClaimTemplate(_Model):
     """A PVC the operator creates for the job (owned by it, deleted with it)."""
 
-    model_config = ConfigDict(json_schema_extra=_rules(
-        cel("quantity(self.size).isGreaterThan(quantity('0'))", "must be greater than zero", ".size"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            cel("quantity(self.size).isGreaterThan(quantity('0'))", "must be greater than zero", ".size"),
+        )
+    )
 
-    storage_class_name: str | None = Field(default=None, max_length=253, description="StorageClass; the cluster default when unset.")
+    storage_class_name: str | None = Field(
+        default=None, max_length=253, description="StorageClass; the cluster default when unset."
+    )
     access_modes: list[Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod", "ReadOnlyMany"]] = Field(
-        default_factory=lambda: ["ReadWriteMany"], min_length=1, max_length=4,
+        default_factory=lambda: ["ReadWriteMany"],
+        min_length=1,
+        max_length=4,
         description="PVC access modes. Pods of a job may land on several nodes: ReadWriteOnce suits single-node clusters only.",
     )
-    size: str = Field(default="10Gi", pattern=QUANTITY_PATTERN, max_length=MAX_QUANTITY_LENGTH,
-                      description="Requested size, a resource quantity greater than zero.")
+    size: str = Field(
+        default="10Gi",
+        pattern=QUANTITY_PATTERN,
+        max_length=MAX_QUANTITY_LENGTH,
+        description="Requested size, a resource quantity greater than zero.",
+    )
 
 
 class StorageSpec(_Model):
@@ -474,13 +687,27 @@ class StorageSpec(_Model):
     Files live under <mountPath>/<namespace>/<job>/{checkpoints,exports,tensorboard}.
     Default: a 10Gi ReadWriteMany claim created from volumeClaimTemplate."""
 
-    model_config = ConfigDict(json_schema_extra=_rules(
-        cel("has(self.claimName) != has(self.volumeClaimTemplate)", "set exactly one of claimName, volumeClaimTemplate"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            cel(
+                "has(self.claimName) != has(self.volumeClaimTemplate)",
+                "set exactly one of claimName, volumeClaimTemplate",
+            ),
+        )
+    )
 
-    claim_name: str | None = Field(default=None, min_length=1, max_length=253, description="An existing PersistentVolumeClaim in the job's namespace.")
-    volume_claim_template: VolumeClaimTemplate | None = Field(default=None, description="A PVC the operator creates for the job.")
-    mount_path: str = Field(default="/tfps", pattern=r"^/[^:]*$", max_length=1024, description="Where the volume is mounted.")
+    claim_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        description="An existing PersistentVolumeClaim in the job's namespace.",
+    )
+    volume_claim_template: VolumeClaimTemplate | None = Field(
+        default=None, description="A PVC the operator creates for the job."
+    )
+    mount_path: str = Field(
+        default="/tfps", pattern=r"^/[^:]*$", max_length=1024, description="Where the volume is mounted."
+    )
 
 
 def _default_storage() -> StorageSpec:
@@ -495,24 +722,44 @@ class Tolerance(_Model):
     An unset field keeps the exporter's default (docs/export.md)."""
 
     max_abs: float | None = Field(default=None, ge=0, description="Absolute part of the error bound.")
-    max_rel: float | None = Field(default=None, ge=0, description="Part of the error bound relative to the output's scale.")
-    min_argmax_agreement: float | None = Field(default=None, ge=0, le=1, description="For classification outputs: least share of (non-tied) inputs whose predicted class agrees with the model's.")
+    max_rel: float | None = Field(
+        default=None, ge=0, description="Part of the error bound relative to the output's scale."
+    )
+    min_argmax_agreement: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="For classification outputs: least share of (non-tied) inputs whose predicted class agrees with the model's.",
+    )
 
 
 class TFLiteExport(_Model):
     """TensorFlow Lite conversion."""
 
-    model_config = ConfigDict(json_schema_extra=_rules(
-        cel("self.quantization != 'int8' || self.calibrationSamples >= 1",
-            "must be ≥ 1 when quantization is int8", ".calibrationSamples"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            cel(
+                "self.quantization != 'int8' || self.calibrationSamples >= 1",
+                "must be ≥ 1 when quantization is int8",
+                ".calibrationSamples",
+            ),
+        )
+    )
 
     quantization: Literal["none", "dynamic", "float16", "int8"] = Field(
-        default="none", description="Also produce a quantized variant: none, dynamic (range), float16 or int8 (full integer, needs calibrationSamples).")
-    calibration_samples: int = Field(default=0, ge=0, le=100000, description="Samples from the model's dataset used to calibrate int8.")
-    quantized_tolerance: Tolerance | None = Field(default=None, description=(
-        "Tolerance of the quantized variant (verify.tolerances.tflite is the float model's); defaults: float16 "
-        "maxRel 0.01 / minArgmaxAgreement 0.99, dynamic 0.05 / 0.95, int8 0.10 / 0.90."))
+        default="none",
+        description="Also produce a quantized variant: none, dynamic (range), float16 or int8 (full integer, needs calibrationSamples).",
+    )
+    calibration_samples: int = Field(
+        default=0, ge=0, le=100000, description="Samples from the model's dataset used to calibrate int8."
+    )
+    quantized_tolerance: Tolerance | None = Field(
+        default=None,
+        description=(
+            "Tolerance of the quantized variant (verify.tolerances.tflite is the float model's); defaults: float16 "
+            "maxRel 0.01 / minArgmaxAgreement 0.99, dynamic 0.05 / 0.95, int8 0.10 / 0.90."
+        ),
+    )
 
 
 class ONNXExport(_Model):
@@ -525,35 +772,63 @@ class VerifySpec(_Model):
     """Every artifact is run on real inputs and compared with the TensorFlow model."""
 
     samples: int = Field(default=64, ge=1, le=100000, description="Real inputs each artifact is checked on.")
-    tolerances: dict[ExportFormat, Tolerance] | None = Field(default=None, description=(
-        "Per-format tolerances of the float artifacts; the exporter's defaults when unset (savedmodel, keras, "
-        "weights: maxAbs 1e-5, maxRel 1e-5; tflite, onnx: 1e-4, 1e-4)."))
-    output_kinds: dict[str, OutputKind] | None = Field(default=None, description=(
-        "How an output (by serving name) is judged: classification or regression. Undeclared outputs are "
-        "classification when they are probabilities, or their labels are class ids; else regression."))
+    tolerances: dict[ExportFormat, Tolerance] | None = Field(
+        default=None,
+        description=(
+            "Per-format tolerances of the float artifacts; the exporter's defaults when unset (savedmodel, keras, "
+            "weights: maxAbs 1e-5, maxRel 1e-5; tflite, onnx: 1e-4, 1e-4)."
+        ),
+    )
+    output_kinds: dict[str, OutputKind] | None = Field(
+        default=None,
+        description=(
+            "How an output (by serving name) is judged: classification or regression. Undeclared outputs are "
+            "classification when they are probabilities, or their labels are class ids; else regression."
+        ),
+    )
 
 
 class ExportSpec(_Model):
     """Turn the final checkpoint into verified deployable artifacts (run as a Job after training)."""
 
-    model_config = ConfigDict(json_schema_extra=_rules(
-        cel("self.formats.all(f, self.formats.filter(g, g == f).size() == 1)", "must not repeat a format", ".formats"),
-        cel("!has(self.required) || self.required.all(f, f in self.formats)",
-            "every required format must be listed in formats", ".required"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            cel(
+                "self.formats.all(f, self.formats.filter(g, g == f).size() == 1)",
+                "must not repeat a format",
+                ".formats",
+            ),
+            cel(
+                "!has(self.required) || self.required.all(f, f in self.formats)",
+                "every required format must be listed in formats",
+                ".required",
+            ),
+        )
+    )
 
     enabled: bool = Field(default=True, description="false: training only, no export.")
     formats: list[ExportFormat] = Field(
-        default_factory=lambda: ["savedmodel", "tflite", "onnx"], min_length=1, max_length=5,
+        default_factory=lambda: ["savedmodel", "tflite", "onnx"],
+        min_length=1,
+        max_length=5,
         description="Artifacts to produce: a subset of savedmodel, tflite, onnx, keras (.keras file), weights (.weights.h5).",
     )
-    required: list[ExportFormat] | None = Field(default=None, max_length=5, description=(
-        "Formats whose failure fails the job; every other format that fails is recorded (status.export.failed, "
-        "an Event, condition ExportComplete=False) and the job still succeeds. Unset: savedmodel when it is "
-        "among formats, else every format. tflite covers its quantized variant too."))
-    preflight: bool = Field(default=True, description=(
-        "Before the training pods start, convert and verify the model with fresh weights (a short Job): a "
-        "required format that cannot be exported fails the job at once; other failures are a warning."))
+    required: list[ExportFormat] | None = Field(
+        default=None,
+        max_length=5,
+        description=(
+            "Formats whose failure fails the job; every other format that fails is recorded (status.export.failed, "
+            "an Event, condition ExportComplete=False) and the job still succeeds. Unset: savedmodel when it is "
+            "among formats, else every format. tflite covers its quantized variant too."
+        ),
+    )
+    preflight: bool = Field(
+        default=True,
+        description=(
+            "Before the training pods start, convert and verify the model with fresh weights (a short Job): a "
+            "required format that cannot be exported fails the job at once; other failures are a warning."
+        ),
+    )
     tflite: TFLiteExport = Field(default_factory=TFLiteExport, description="TensorFlow Lite options.")
     onnx: ONNXExport = Field(default_factory=ONNXExport, description="ONNX options.")
     verify: VerifySpec = Field(default_factory=VerifySpec, description="Verification of every artifact.")
@@ -575,85 +850,155 @@ class SchedulingPolicy(_Model):
     gang scheduler reads, and no pod of the job is bound until ``minAvailable`` of them can be bound
     at once. Without it, ``minAvailable`` and ``scheduleTimeoutSeconds`` have no effect."""
 
-    min_available: int | None = Field(default=None, ge=1, le=4000, description=(
-        "Pods that must be placeable together before any is bound (the PodGroup's minMember). Between "
-        "chief + ps (the job cannot run without them) and every pod of the job; default: every pod."))
-    queue: str | None = Field(default=None, min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-                              description=(
-                              "Kueue LocalQueue of the job (the kueue.x-k8s.io/queue-name label). Validated, "
-                              "not acted on yet: the operator has no Kueue integration so far."))
-    priority_class: str | None = Field(default=None, min_length=1, max_length=253, description=(
-        "PriorityClass of every pod of the job (a replica template's priorityClassName wins); a gang "
-        "scheduler orders pod groups by it."))
-    schedule_timeout_seconds: int | None = Field(default=None, ge=1, le=86400, description=(
-        "How long the gang scheduler tries to place the group before it rejects it and retries "
-        "(the PodGroup's scheduleTimeoutSeconds); the scheduler's default when unset."))
+    min_available: int | None = Field(
+        default=None,
+        ge=1,
+        le=4000,
+        description=(
+            "Pods that must be placeable together before any is bound (the PodGroup's minMember). Between "
+            "chief + ps (the job cannot run without them) and every pod of the job; default: every pod."
+        ),
+    )
+    queue: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=63,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description=(
+            "Kueue LocalQueue of the job (the kueue.x-k8s.io/queue-name label). Validated, "
+            "not acted on yet: the operator has no Kueue integration so far."
+        ),
+    )
+    priority_class: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        description=(
+            "PriorityClass of every pod of the job (a replica template's priorityClassName wins); a gang "
+            "scheduler orders pod groups by it."
+        ),
+    )
+    schedule_timeout_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=86400,
+        description=(
+            "How long the gang scheduler tries to place the group before it rejects it and retries "
+            "(the PodGroup's scheduleTimeoutSeconds); the scheduler's default when unset."
+        ),
+    )
 
 
 class RunPolicy(_Model):
     """How the job as a whole is run (Kubeflow TFJob's runPolicy)."""
 
-    backoff_limit: int = Field(default=3, ge=0, le=100, description="Whole-job restarts allowed before Failed/BackoffLimitExceeded.")
-    active_deadline_seconds: int | None = Field(default=None, ge=1, description="Fail the job after this many seconds of running.")
-    ttl_seconds_after_finished: int | None = Field(default=None, ge=0, description="Delete the job this long after it finished.")
+    backoff_limit: int = Field(
+        default=3, ge=0, le=100, description="Whole-job restarts allowed before Failed/BackoffLimitExceeded."
+    )
+    active_deadline_seconds: int | None = Field(
+        default=None, ge=1, description="Fail the job after this many seconds of running."
+    )
+    ttl_seconds_after_finished: int | None = Field(
+        default=None, ge=0, description="Delete the job this long after it finished."
+    )
     clean_pod_policy: Literal["All", "Running", "None"] = Field(
-        default="Running", description="Which pods to delete when training ends: All, Running (so PS pods never linger) or None.")
+        default="Running",
+        description="Which pods to delete when training ends: All, Running (so PS pods never linger) or None.",
+    )
     suspend: bool = Field(default=False, description="true deletes the pods and keeps the job; false resumes it.")
-    scheduler_name: str | None = Field(default=None, max_length=253, description=(
-        "Pod schedulerName; default: the gang scheduler's name when the operator has gang scheduling "
-        "enabled, else the cluster's default scheduler."))
-    scheduling_policy: SchedulingPolicy | None = Field(default=None, description=(
-        "Gang scheduling (minAvailable, scheduleTimeoutSeconds), queue and priority of the job."))
-    stall_seconds: int | None = Field(default=None, ge=1, description="Mark the job Stalled when no new checkpoint appears for this long.")
-    stall_policy: Literal["None", "Restart", "Fail"] = Field(default="None", description=(
-        "What a Stalled job does: None only reports it; Restart restarts the job from its latest checkpoint "
-        "(counted against backoffLimit); Fail fails it (reason Stalled)."))
-    termination_grace_period_seconds: int = Field(default=120, ge=1, le=86400, description=(
-        "terminationGracePeriodSeconds of the trainer pods: on SIGTERM (preemption, drain, suspend, deletion) the "
-        "chief finishes its in-flight steps and saves a checkpoint within this time, then exits as preempted."))
+    scheduler_name: str | None = Field(
+        default=None,
+        max_length=253,
+        description=(
+            "Pod schedulerName; default: the gang scheduler's name when the operator has gang scheduling "
+            "enabled, else the cluster's default scheduler."
+        ),
+    )
+    scheduling_policy: SchedulingPolicy | None = Field(
+        default=None,
+        description=("Gang scheduling (minAvailable, scheduleTimeoutSeconds), queue and priority of the job."),
+    )
+    stall_seconds: int | None = Field(
+        default=None, ge=1, description="Mark the job Stalled when no new checkpoint appears for this long."
+    )
+    stall_policy: Literal["None", "Restart", "Fail"] = Field(
+        default="None",
+        description=(
+            "What a Stalled job does: None only reports it; Restart restarts the job from its latest checkpoint "
+            "(counted against backoffLimit); Fail fails it (reason Stalled)."
+        ),
+    )
+    termination_grace_period_seconds: int = Field(
+        default=120,
+        ge=1,
+        le=86400,
+        description=(
+            "terminationGracePeriodSeconds of the trainer pods: on SIGTERM (preemption, drain, suspend, deletion) the "
+            "chief finishes its in-flight steps and saves a checkpoint within this time, then exits as preempted."
+        ),
+    )
 
 
 def _mount_rule(role: str) -> dict[str, str]:
     t = f"self.replicas.{role}.template"
     mounts = f"{t}.spec.volumeMounts"
     reserved = "[self.storage.mountPath, self.storage.mountPath + '/', '/', '/tmp', '/tmp/']"
-    return cel(f"!has({t}) || !has({t}.spec) || !has({mounts}) || {mounts}.all(m, !(m.mountPath in {reserved}))",
-               "must not mount over /, /tmp or spec.storage.mountPath (the operator's own mounts)",
-               f".replicas.{role}.template.spec.volumeMounts")
+    return cel(
+        f"!has({t}) || !has({t}.spec) || !has({mounts}) || {mounts}.all(m, !(m.mountPath in {reserved}))",
+        "must not mount over /, /tmp or spec.storage.mountPath (the operator's own mounts)",
+        f".replicas.{role}.template.spec.volumeMounts",
+    )
 
 
-_PODS = ("(self.replicas.chief.replicas + self.replicas.ps.replicas + self.replicas.worker.replicas"
-         " + self.replicas.evaluator.replicas)")
+_PODS = (
+    "(self.replicas.chief.replicas + self.replicas.ps.replicas + self.replicas.worker.replicas"
+    " + self.replicas.evaluator.replicas)"
+)
 """CEL: every pod of the job."""
 
 
 class PSTrainingJobSpec(_Model):
     """A TensorFlow parameter-server training job."""
 
-    model_config = ConfigDict(json_schema_extra=_rules(
-        *[_template_program_rule(r) for r in ROLES],
-        cel("has(self.model.command) || has(self.training.steps)",
-            "required for a model module (the step the trainer trains to)", ".training.steps"),
-        cel("has(self.model.command) || self.replicas.evaluator.replicas == 0 || has(self.training.checkpoint.everySeconds)"
-            " || (has(self.training.checkpoint.everySteps) && has(self.training.steps)"
-            " && self.training.checkpoint.everySteps < self.training.steps)",
-            "an evaluator needs checkpoints during training: set everySteps below training.steps, or everySeconds",
-            ".training.checkpoint"),
-        *(_mount_rule(role) for role in ROLES),
-        cel(f"!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
-            f" || self.runPolicy.schedulingPolicy.minAvailable <= {_PODS}",
-            "must not exceed the job's pods (chief + ps + worker + evaluator replicas)",
-            ".runPolicy.schedulingPolicy.minAvailable"),
-        cel("!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
-            " || self.runPolicy.schedulingPolicy.minAvailable >= self.replicas.chief.replicas + self.replicas.ps.replicas",
-            "must be at least chief + ps replicas: the job cannot train without its chief and every parameter server",
-            ".runPolicy.schedulingPolicy.minAvailable"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            *[_template_program_rule(r) for r in ROLES],
+            cel(
+                "has(self.model.command) || has(self.training.steps)",
+                "required for a model module (the step the trainer trains to)",
+                ".training.steps",
+            ),
+            cel(
+                "has(self.model.command) || self.replicas.evaluator.replicas == 0 || has(self.training.checkpoint.everySeconds)"
+                " || (has(self.training.checkpoint.everySteps) && has(self.training.steps)"
+                " && self.training.checkpoint.everySteps < self.training.steps)",
+                "an evaluator needs checkpoints during training: set everySteps below training.steps, or everySeconds",
+                ".training.checkpoint",
+            ),
+            *(_mount_rule(role) for role in ROLES),
+            cel(
+                f"!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
+                f" || self.runPolicy.schedulingPolicy.minAvailable <= {_PODS}",
+                "must not exceed the job's pods (chief + ps + worker + evaluator replicas)",
+                ".runPolicy.schedulingPolicy.minAvailable",
+            ),
+            cel(
+                "!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
+                " || self.runPolicy.schedulingPolicy.minAvailable >= self.replicas.chief.replicas + self.replicas.ps.replicas",
+                "must be at least chief + ps replicas: the job cannot train without its chief and every parameter server",
+                ".runPolicy.schedulingPolicy.minAvailable",
+            ),
+        )
+    )
 
-    image: str | None = Field(default=None, max_length=1024, description="Trainer image; the operator's default when empty.")
+    image: str | None = Field(
+        default=None, max_length=1024, description="Trainer image; the operator's default when empty."
+    )
     model: ModelSpec = Field(description="The model module and its arguments, or your own program.")
     replicas: Replicas = Field(default_factory=Replicas, description="Replica types: chief, ps, worker, evaluator.")
-    training: TrainingSpec = Field(default_factory=TrainingSpec, description="Steps, batch size, checkpoints, partitioning.")
+    training: TrainingSpec = Field(
+        default_factory=TrainingSpec, description="Steps, batch size, checkpoints, partitioning."
+    )
     storage: StorageSpec = Field(default_factory=_default_storage, description="Where checkpoints and exports live.")
     export: ExportSpec = Field(default_factory=ExportSpec, description="Verified export after training.")
     run_policy: RunPolicy = Field(default_factory=RunPolicy, description="Restarts, deadlines, cleanup, suspension.")
@@ -690,7 +1035,9 @@ class ReplicaStatus(_Model):
     ready: int = 0
     succeeded: int = 0
     failed: int = 0
-    recreated: int = Field(default=0, description="Pods of this type recreated alone after a failure (bounded by recreateLimit).")
+    recreated: int = Field(
+        default=0, description="Pods of this type recreated alone after a failure (bounded by recreateLimit)."
+    )
 
 
 class Recreation(_Model):
@@ -705,7 +1052,9 @@ class Recreation(_Model):
 class CheckpointStatus(_Model):
     """The latest checkpoint written."""
 
-    step: int | None = Field(default=None, description="Global step of the latest checkpoint (the Step printer column).")
+    step: int | None = Field(
+        default=None, description="Global step of the latest checkpoint (the Step printer column)."
+    )
     path: str | None = Field(default=None, description="Checkpoint path on the job's storage.")
     time: datetime | None = None
 
@@ -726,7 +1075,9 @@ class Artifact(_Model):
     path: str
     bytes: int | None = None
     sha256: str | None = None
-    max_error: float | None = Field(default=None, description="Largest difference from the TensorFlow model seen during verification.")
+    max_error: float | None = Field(
+        default=None, description="Largest difference from the TensorFlow model seen during verification."
+    )
     quantization: str | None = None
 
 
@@ -746,22 +1097,36 @@ class ExportStatus(_Model):
     step: int | None = Field(default=None, description="Checkpoint step that was exported.")
     path: str | None = None
     artifacts: list[Artifact] = Field(default_factory=list, description="Published artifacts, each verified.")
-    failed: list[FailedArtifact] = Field(default_factory=list, description="Requested artifacts that failed, with the reason.")
+    failed: list[FailedArtifact] = Field(
+        default_factory=list, description="Requested artifacts that failed, with the reason."
+    )
 
 
 class PSTrainingJobStatus(_Model):
     """Observed state, written by the operator."""
 
-    phase: Phase | None = Field(default=None, description="Pending, Running, Restarting, Exporting, Succeeded, Failed or Suspended.")
+    phase: Phase | None = Field(
+        default=None, description="Pending, Running, Restarting, Exporting, Succeeded, Failed or Suspended."
+    )
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
-    replica_statuses: dict[Role, ReplicaStatus] = Field(default_factory=dict, description="Pod counts per replica type.")
+    replica_statuses: dict[Role, ReplicaStatus] = Field(
+        default_factory=dict, description="Pod counts per replica type."
+    )
     workers: str | None = Field(default=None, description="Workers ready/total, e.g. 2/3 (the Workers printer column).")
     restarts: int = Field(default=0, description="Whole-job restarts so far.")
-    preemptions: int = Field(default=0, description="Of the restarts, those caused by a preemption (not counted against backoffLimit).")
-    recreations: dict[str, Recreation] = Field(default_factory=dict, description="Crash-loop records of pods recreated alone, by pod name.")
-    reason: str | None = Field(default=None, description="Why the job waits or failed, in one word (the Reason printer column).")
-    start_time: datetime | None = Field(default=None, description="When the job started; from then on replica counts are immutable.")
+    preemptions: int = Field(
+        default=0, description="Of the restarts, those caused by a preemption (not counted against backoffLimit)."
+    )
+    recreations: dict[str, Recreation] = Field(
+        default_factory=dict, description="Crash-loop records of pods recreated alone, by pod name."
+    )
+    reason: str | None = Field(
+        default=None, description="Why the job waits or failed, in one word (the Reason printer column)."
+    )
+    start_time: datetime | None = Field(
+        default=None, description="When the job started; from then on replica counts are immutable."
+    )
     completion_time: datetime | None = None
     checkpoint: CheckpointStatus | None = None
     progress: TrainingProgress | None = None
@@ -772,9 +1137,15 @@ class ObjectMeta(_Model):
     """The object's metadata; in the CRD only the name is constrained."""
 
     model_config = ConfigDict(extra="allow", alias_generator=to_camel, populate_by_name=True)
-    name: str = Field(min_length=1, max_length=MAX_JOB_NAME, pattern=JOB_NAME_PATTERN, description=(
-        f"Job name: a DNS-1035 label of at most {MAX_JOB_NAME} characters, so that pod names "
-        "<job>-<role>-<index> fit in 63 characters."))
+    name: str = Field(
+        min_length=1,
+        max_length=MAX_JOB_NAME,
+        pattern=JOB_NAME_PATTERN,
+        description=(
+            f"Job name: a DNS-1035 label of at most {MAX_JOB_NAME} characters, so that pod names "
+            "<job>-<role>-<index> fit in 63 characters."
+        ),
+    )
     namespace: str = "default"
     uid: str | None = None
     generation: int | None = None
@@ -786,14 +1157,19 @@ class PSTrainingJob(_Model):
     """A TensorFlow parameter-server training job: chief, parameter servers, workers and an optional
     evaluator, with checkpoints on shared storage and a verified export when training succeeds."""
 
-    model_config = ConfigDict(json_schema_extra=_rules(
-        cel("!has(oldSelf.status) || !has(oldSelf.status.startTime)"
-            " || (self.spec.replicas.chief.replicas == oldSelf.spec.replicas.chief.replicas"
-            " && self.spec.replicas.ps.replicas == oldSelf.spec.replicas.ps.replicas"
-            " && self.spec.replicas.worker.replicas == oldSelf.spec.replicas.worker.replicas"
-            " && self.spec.replicas.evaluator.replicas == oldSelf.spec.replicas.evaluator.replicas)",
-            "replica counts are immutable once the job has started (status.startTime is set)", ".spec.replicas"),
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            cel(
+                "!has(oldSelf.status) || !has(oldSelf.status.startTime)"
+                " || (self.spec.replicas.chief.replicas == oldSelf.spec.replicas.chief.replicas"
+                " && self.spec.replicas.ps.replicas == oldSelf.spec.replicas.ps.replicas"
+                " && self.spec.replicas.worker.replicas == oldSelf.spec.replicas.worker.replicas"
+                " && self.spec.replicas.evaluator.replicas == oldSelf.spec.replicas.evaluator.replicas)",
+                "replica counts are immutable once the job has started (status.startTime is set)",
+                ".spec.replicas",
+            ),
+        )
+    )
 
     api_version: Literal["tfps.dev/v1alpha1"] = API_VERSION
     kind: Literal["PSTrainingJob"] = KIND

@@ -24,9 +24,10 @@ with "undeclared reference"; tests/api/test_crd.py checks the functions the rule
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 import celpy
 from celpy import celtypes
@@ -243,6 +244,7 @@ def is_quantity(s: Any) -> bool:
 
 # --- the CEL library ------------------------------------------------------------------------------------
 
+
 def _cel(fn: Callable[..., Any]) -> Callable[..., Any]:
     """A CEL function: wrong types or a failed conversion are CEL errors (celpy lets a TypeError raised
     in a method escape instead)."""
@@ -275,32 +277,32 @@ def quantity(s: Any) -> Quantity:
 
 
 @_cel
-def isQuantity(s: Any) -> celtypes.BoolType:  # noqa: N802 - the CEL name
+def isQuantity(s: Any) -> celtypes.BoolType:
     return celtypes.BoolType(is_quantity(_str(s)))
 
 
 @_cel
-def compareTo(a: Any, b: Any) -> celtypes.IntType:  # noqa: N802
+def compareTo(a: Any, b: Any) -> celtypes.IntType:
     return celtypes.IntType(_q(a).compare(_q(b)))
 
 
 @_cel
-def isLessThan(a: Any, b: Any) -> celtypes.BoolType:  # noqa: N802
+def isLessThan(a: Any, b: Any) -> celtypes.BoolType:
     return celtypes.BoolType(_q(a).compare(_q(b)) < 0)
 
 
 @_cel
-def isGreaterThan(a: Any, b: Any) -> celtypes.BoolType:  # noqa: N802
+def isGreaterThan(a: Any, b: Any) -> celtypes.BoolType:
     return celtypes.BoolType(_q(a).compare(_q(b)) > 0)
 
 
 @_cel
-def isInteger(a: Any) -> celtypes.BoolType:  # noqa: N802
+def isInteger(a: Any) -> celtypes.BoolType:
     return celtypes.BoolType(_q(a).as_int64 is not None)
 
 
 @_cel
-def asInteger(a: Any) -> celtypes.IntType:  # noqa: N802
+def asInteger(a: Any) -> celtypes.IntType:
     v = _q(a).as_int64
     if v is None:
         raise ValueError("cannot convert value to integer")
@@ -340,12 +342,24 @@ def substring(s: Any, start: Any, end: Any = None) -> celtypes.StringType:
     stop = len(text) if end is None else int(end)
     if not (0 <= int(start) <= stop <= len(text)):
         raise ValueError(f"substring: index out of range: {start}, {stop}")
-    return celtypes.StringType(text[int(start):stop])
+    return celtypes.StringType(text[int(start) : stop])
 
 
 CEL_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    f.__name__: f for f in (quantity, isQuantity, compareTo, isLessThan, isGreaterThan, isInteger, asInteger, sign, add, sub,
-                            substring)
+    f.__name__: f
+    for f in (
+        quantity,
+        isQuantity,
+        compareTo,
+        isLessThan,
+        isGreaterThan,
+        isInteger,
+        asInteger,
+        sign,
+        add,
+        sub,
+        substring,
+    )
 }
 """The Kubernetes CEL quantity library functions (by CEL name) for ``celpy`` programs, and the one
 function of cel-go's strings extension the rules use (``substring``)."""

@@ -20,11 +20,11 @@ import argparse
 import functools
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import celpy
 import yaml
@@ -73,8 +73,11 @@ def validate_job(obj: dict[str, Any], old: dict[str, Any] | None = None, *, rule
     old_wire = None
     if old is not None:
         old_wire = PSTrainingJob.model_validate_json(_json(old), strict=True).to_wire()
-    errors = list(_cel_errors(_schema(), celpy.json_to_cel(job.to_wire()),
-                              None if old_wire is None else celpy.json_to_cel(old_wire), ""))
+    errors = list(
+        _cel_errors(
+            _schema(), celpy.json_to_cel(job.to_wire()), None if old_wire is None else celpy.json_to_cel(old_wire), ""
+        )
+    )
     if errors:
         raise JobValidationError(errors)
     return job
@@ -96,6 +99,7 @@ def _json(obj: Any) -> str:
 
 
 # --- pydantic errors -> wire paths and short messages ------------------------------------------------
+
 
 def _path(loc: tuple[Any, ...]) -> str:
     out = ""
@@ -157,6 +161,7 @@ def _field_error(err: Any) -> FieldError:
 
 # --- CEL rules, evaluated where the CRD schema declares them -----------------------------------------
 
+
 @functools.lru_cache(maxsize=1)
 def _schema() -> dict[str, Any]:
     return openapi_schema()
@@ -165,7 +170,7 @@ def _schema() -> dict[str, Any]:
 _ENV = celpy.Environment()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _program(rule: str) -> Any:
     """A celpy program of a rule, with the Kubernetes quantity library the API server has."""
     return _ENV.program(_ENV.compile(rule), functions=CEL_FUNCTIONS)
@@ -218,6 +223,7 @@ def _cel_errors(schema: dict[str, Any], value: Any, old: Any, path: str) -> Iter
 
 
 # --- tfps validate -------------------------------------------------------------------------------------
+
 
 def validate_documents(text: str) -> Iterator[tuple[str | None, list[FieldError]]]:
     """(job name, errors) for every PSTrainingJob document in a YAML text; other kinds are skipped."""

@@ -51,7 +51,9 @@ def check_export(directory: Path, manifest: dict[str, Any]) -> list[str]:
                 elif p not in listed:
                     problems.append(f"{label}: {a['path']}/{p} is not in {MANIFEST}")
                 elif got[p]["sha256"] != listed[p]["sha256"]:
-                    problems.append(f"{label}: {a['path']}/{p}: sha256 {got[p]['sha256'][:12]}… != {listed[p]['sha256'][:12]}…")
+                    problems.append(
+                        f"{label}: {a['path']}/{p}: sha256 {got[p]['sha256'][:12]}… != {listed[p]['sha256'][:12]}…"
+                    )
         if size != a.get("bytes"):
             problems.append(f"{label}: {a['path']}: {size} bytes, {MANIFEST} says {a.get('bytes')}")
         if sha != a.get("sha256"):
@@ -59,13 +61,22 @@ def check_export(directory: Path, manifest: dict[str, Any]) -> list[str]:
     return problems
 
 
-def download(client: "TFPSClient", name: str, dest: Path, step: int | str, namespace: str,
-             image: str | None = None, timeout: float = 300) -> Path:
+def download(
+    client: TFPSClient,
+    name: str,
+    dest: Path,
+    step: int | str,
+    namespace: str,
+    image: str | None = None,
+    timeout: float = 300,
+) -> Path:
     job = client.get(name, namespace)
     export = job.status.export if job.status else None
     if export is None or export.step is None:
-        raise NoExports(f'pstrainingjob "{name}" in namespace "{namespace}" has no export yet '
-                        f"(phase {job.status.phase if job.status else 'unset'})")
+        raise NoExports(
+            f'pstrainingjob "{name}" in namespace "{namespace}" has no export yet '
+            f"(phase {job.status.phase if job.status else 'unset'})"
+        )
     image = image or _image(client, job)
     pod_name = f"{name}-artifacts-{secrets.token_hex(3)}"[:63]
     lifetime = max(60, int(timeout) + 30)
@@ -82,8 +93,14 @@ def download(client: "TFPSClient", name: str, dest: Path, step: int | str, names
             if not step.isdigit():
                 raise NoExports(f'pstrainingjob "{name}": exports/LATEST is missing: no complete export')
         src = f"{base}/{step}"
-        data = _exec(client, pod_name, namespace, ["tar", "-cf", "-", "-C", src, "."], timeout,
-                     missing=f'pstrainingjob "{name}" has no export at step {step} ({src})')
+        data = _exec(
+            client,
+            pod_name,
+            namespace,
+            ["tar", "-cf", "-", "-C", src, "."],
+            timeout,
+            missing=f'pstrainingjob "{name}" has no export at step {step} ({src})',
+        )
     finally:
         _delete_pod(client, pod_name, namespace)
     return unpack(data, dest / str(step))
@@ -115,10 +132,12 @@ def unpack(data: bytes, target: Path) -> Path:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _image(client: "TFPSClient", job: Any) -> str:
+def _image(client: TFPSClient, job: Any) -> str:
     """The image of the job's export Job or trainer pods (it has ``tar``), else ``spec.image``."""
     ns, name = job.metadata.namespace, job.metadata.name
-    for j in client._call("list jobs", client.batch.list_namespaced_job, ns, label_selector=f"tfps.dev/job-name={name}").items:
+    for j in client._call(
+        "list jobs", client.batch.list_namespaced_job, ns, label_selector=f"tfps.dev/job-name={name}"
+    ).items:
         return j.spec.template.spec.containers[0].image
     for p in client.pods(name, ns):
         return p.spec.containers[0].image
@@ -127,7 +146,7 @@ def _image(client: "TFPSClient", job: Any) -> str:
     raise ClientError(f'pstrainingjob "{name}": no export Job or pod left to take an image from; pass image=')
 
 
-def _wait_running(client: "TFPSClient", pod: str, ns: str, timeout: float) -> None:
+def _wait_running(client: TFPSClient, pod: str, ns: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
         p = client._call(f'read reader pod "{pod}"', client.core.read_namespaced_pod, pod, ns)
@@ -135,7 +154,9 @@ def _wait_running(client: "TFPSClient", pod: str, ns: str, timeout: float) -> No
         if phase == "Running":
             return
         if phase in ("Succeeded", "Failed"):
-            raise ClientError(f'reader pod "{pod}" ended {phase} before the copy: {p.status.message or p.status.reason or ""}')
+            raise ClientError(
+                f'reader pod "{pod}" ended {phase} before the copy: {p.status.message or p.status.reason or ""}'
+            )
         if time.monotonic() > deadline:
             waiting = [cs.state.waiting for cs in (p.status.container_statuses or []) if cs.state and cs.state.waiting]
             why = f"{waiting[0].reason}: {waiting[0].message}" if waiting else phase
@@ -143,7 +164,9 @@ def _wait_running(client: "TFPSClient", pod: str, ns: str, timeout: float) -> No
         time.sleep(0.5)
 
 
-def _exec(client: "TFPSClient", pod: str, ns: str, command: list[str], timeout: float, missing: str | None = None) -> bytes:
+def _exec(
+    client: TFPSClient, pod: str, ns: str, command: list[str], timeout: float, missing: str | None = None
+) -> bytes:
     """stdout of ``command`` in the reader pod; the API server's refusal (no kubelet to reach, ...) as an
     :class:`ApiError`, a non-zero exit with its stderr."""
     from kubernetes.client.rest import ApiException
@@ -151,8 +174,19 @@ def _exec(client: "TFPSClient", pod: str, ns: str, command: list[str], timeout: 
     from kubernetes.stream.ws_client import ERROR_CHANNEL
 
     try:
-        resp = stream(client.core.connect_get_namespaced_pod_exec, pod, ns, command=command, container="reader",
-                      stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False, binary=True)
+        resp = stream(
+            client.core.connect_get_namespaced_pod_exec,
+            pod,
+            ns,
+            command=command,
+            container="reader",
+            stderr=True,
+            stdin=False,
+            stdout=True,
+            tty=False,
+            _preload_content=False,
+            binary=True,
+        )
     except ApiException as e:
         from .kubeapi import translate
 
@@ -195,11 +229,15 @@ def _exit_code(status: bytes | str, pod: str) -> int | None:
     if doc.get("reason") == "NonZeroExitCode":
         code = next((c.get("message") for c in causes if c.get("reason") == "ExitCode"), "1")
         return int(code) if str(code).isdigit() else 1
-    raise ApiError(int(doc.get("code") or 0), doc.get("reason") or "ExecFailed", str(doc.get("message", "")).strip(),
-                   f'exec in reader pod "{pod}"')
+    raise ApiError(
+        int(doc.get("code") or 0),
+        doc.get("reason") or "ExecFailed",
+        str(doc.get("message", "")).strip(),
+        f'exec in reader pod "{pod}"',
+    )
 
 
-def _delete_pod(client: "TFPSClient", pod: str, ns: str) -> None:
+def _delete_pod(client: TFPSClient, pod: str, ns: str) -> None:
     try:
         client._call(f'delete reader pod "{pod}"', client.core.delete_namespaced_pod, pod, ns, grace_period_seconds=0)
     except NotFound:

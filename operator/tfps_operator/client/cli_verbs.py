@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -19,7 +20,9 @@ from ..api.models import ROLES
 
 
 def _connection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    p.add_argument(
+        "--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
+    )
     p.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
     p.add_argument("--namespace", "-n", default=None, help="namespace (default: the context's, else default)")
 
@@ -30,7 +33,9 @@ def _output(p: argparse.ArgumentParser) -> None:
 
 def register(sub: Any) -> None:
     """Add the verbs to ``tfps``'s subparsers; each sets ``verb_main``."""
-    get = sub.add_parser("get", help="list jobs, or show one, with progress (step/target, loss, steps/s, checkpoint age)")
+    get = sub.add_parser(
+        "get", help="list jobs, or show one, with progress (step/target, loss, steps/s, checkpoint age)"
+    )
     get.add_argument("name", nargs="?", help="job name (default: every job in the namespace)")
     get.add_argument("--all-namespaces", "-A", action="store_true", help="jobs of every namespace")
     _connection(get), _output(get)
@@ -43,8 +48,13 @@ def register(sub: Any) -> None:
 
     wait = sub.add_parser("wait", help="wait until a job finished (exit 0 Succeeded, 5 Failed, 4 timeout), or --for")
     wait.add_argument("name")
-    wait.add_argument("--for", dest="for_", default=None, metavar="phase=P|condition=C[=STATUS]",
-                      help="what to wait for, e.g. phase=Running, condition=Stalled, condition=ExportComplete=False")
+    wait.add_argument(
+        "--for",
+        dest="for_",
+        default=None,
+        metavar="phase=P|condition=C[=STATUS]",
+        help="what to wait for, e.g. phase=Running, condition=Stalled, condition=ExportComplete=False",
+    )
     wait.add_argument("--timeout", type=_seconds, default=600.0, help="seconds (or 30s, 5m, 1h; default 10m)")
     _connection(wait), _output(wait)
     wait.set_defaults(verb_main=_wait)
@@ -61,8 +71,12 @@ def register(sub: Any) -> None:
 
     art = sub.add_parser("artifacts", help="a job's export: formats, sizes, verification figures; --download copies it")
     art.add_argument("name")
-    art.add_argument("--download", metavar="DIR", default=None,
-                     help="copy exports/<step>/ into DIR/<step>/ through a short-lived pod, checked against manifest.json")
+    art.add_argument(
+        "--download",
+        metavar="DIR",
+        default=None,
+        help="copy exports/<step>/ into DIR/<step>/ through a short-lived pod, checked against manifest.json",
+    )
     art.add_argument("--step", default="latest", help="export step (default: latest complete)")
     art.add_argument("--open", action="store_true", help="print the path of the export's report.html")
     art.add_argument("--image", default=None, help="image of the reader pod (default: the job's trainer image)")
@@ -128,8 +142,14 @@ def _describe(args: argparse.Namespace) -> int:
     job = c.get(args.name)
     children, events = c.children(args.name), c.events(args.name)
     if args.output != "table":
-        _dump({"job": job.to_wire(), "children": [vars(k) for k in children],
-               "events": [{**vars(e), "time": e.time.isoformat() if e.time else None} for e in events]}, args.output)
+        _dump(
+            {
+                "job": job.to_wire(),
+                "children": [vars(k) for k in children],
+                "events": [{**vars(e), "time": e.time.isoformat() if e.time else None} for e in events],
+            },
+            args.output,
+        )
     else:
         print(describe(job, children, events))
     return 0
@@ -171,7 +191,9 @@ def _wait(args: argparse.Namespace) -> int:
 
 def _logs(args: argparse.Namespace) -> int:
     c = _client(args)
-    out = c.logs(args.name, role=args.role, index=args.index, follow=args.follow, tail_lines=args.tail, previous=args.previous)
+    out = c.logs(
+        args.name, role=args.role, index=args.index, follow=args.follow, tail_lines=args.tail, previous=args.previous
+    )
     if isinstance(out, str):
         sys.stdout.write(out)
     else:
@@ -192,8 +214,10 @@ def _artifacts(args: argparse.Namespace) -> int:
     job = c.get(args.name)
     ex = job.status.export if job.status else None
     if ex is None or ex.step is None:
-        raise NoExports(f'pstrainingjob "{args.name}" in namespace "{c.namespace}" has no export '
-                        f"(phase {job.status.phase if job.status else 'unset'})")
+        raise NoExports(
+            f'pstrainingjob "{args.name}" in namespace "{c.namespace}" has no export '
+            f"(phase {job.status.phase if job.status else 'unset'})"
+        )
     if args.download:
         step: Any = int(args.step) if str(args.step).isdigit() else "latest"
         where = c.download_artifacts(args.name, Path(args.download), step=step, image=args.image, timeout=args.timeout)
@@ -217,5 +241,10 @@ def _artifacts(args: argparse.Namespace) -> int:
     return 0
 
 
-VERBS: dict[str, Callable[[argparse.Namespace], int]] = {"get": _get, "describe": _describe, "wait": _wait,
-                                                          "logs": _logs, "artifacts": _artifacts}
+VERBS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "get": _get,
+    "describe": _describe,
+    "wait": _wait,
+    "logs": _logs,
+    "artifacts": _artifacts,
+}

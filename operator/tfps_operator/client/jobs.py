@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +79,12 @@ def load_job(source: str | Path | dict[str, Any] | PSTrainingJob) -> PSTrainingJ
         raise InvalidJob(e.errors) from None
 
 
-def build_job(name: str, spec: PSTrainingJobSpec | dict[str, Any], namespace: str | None = None,
-              labels: dict[str, str] | None = None) -> PSTrainingJob:
+def build_job(
+    name: str,
+    spec: PSTrainingJobSpec | dict[str, Any],
+    namespace: str | None = None,
+    labels: dict[str, str] | None = None,
+) -> PSTrainingJob:
     """A job from its parts (``spec`` a model or its wire dict), validated like :func:`load_job`. Without
     ``namespace`` the job goes to the submitting client's namespace."""
     wire_spec = spec.to_wire() if isinstance(spec, PSTrainingJobSpec) else spec
@@ -95,8 +99,13 @@ def build_job(name: str, spec: PSTrainingJobSpec | dict[str, Any], namespace: st
 class TFPSClient:
     """PSTrainingJobs of one namespace (each call may name another)."""
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None,
-                 api_client: Any = None):
+    def __init__(
+        self,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        namespace: str | None = None,
+        api_client: Any = None,
+    ):
         from kubernetes import client
 
         if api_client is None:
@@ -139,14 +148,28 @@ class TFPSClient:
             explicit = job.metadata.namespace
         ns = namespace or explicit or self.namespace
         wire["metadata"]["namespace"] = ns
-        created = self._call(f"create {self._what(model.metadata.name, ns)}", self.custom.create_namespaced_custom_object,
-                             GROUP, VERSION, ns, PLURAL, wire)
+        created = self._call(
+            f"create {self._what(model.metadata.name, ns)}",
+            self.custom.create_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            ns,
+            PLURAL,
+            wire,
+        )
         return validate_job(created, rules=False)
 
     def get(self, name: str, namespace: str | None = None) -> PSTrainingJob:
         """The job as stored, typed (``.status`` is a :class:`PSTrainingJobStatus` or None)."""
-        obj = self._call(self._what(name, namespace), self.custom.get_namespaced_custom_object,
-                         GROUP, VERSION, self._ns(namespace), PLURAL, name)
+        obj = self._call(
+            self._what(name, namespace),
+            self.custom.get_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self._ns(namespace),
+            PLURAL,
+            name,
+        )
         return validate_job(obj, rules=False)
 
     def status(self, name: str, namespace: str | None = None) -> PSTrainingJobStatus:
@@ -158,17 +181,35 @@ class TFPSClient:
                 out = self._call("list pstrainingjobs", self.custom.list_cluster_custom_object, GROUP, VERSION, PLURAL)
             else:
                 ns = self._ns(namespace)
-                out = self._call(f'list pstrainingjobs in namespace "{ns}"', self.custom.list_namespaced_custom_object,
-                                 GROUP, VERSION, ns, PLURAL)
+                out = self._call(
+                    f'list pstrainingjobs in namespace "{ns}"',
+                    self.custom.list_namespaced_custom_object,
+                    GROUP,
+                    VERSION,
+                    ns,
+                    PLURAL,
+                )
         except NotFound as e:  # listing a namespace that does not exist is allowed: this is the resource
-            raise NotFound(e.status, e.reason, f"{e.message} (is the PSTrainingJob CRD installed? tfps crd | kubectl apply -f -)",
-                           e.what) from None
+            raise NotFound(
+                e.status,
+                e.reason,
+                f"{e.message} (is the PSTrainingJob CRD installed? tfps crd | kubectl apply -f -)",
+                e.what,
+            ) from None
         return [validate_job(o, rules=False) for o in out.get("items", [])]
 
     def delete(self, name: str, namespace: str | None = None, wait: bool = False, timeout: float = 60) -> None:
         """Delete the job (its children go with it, by owner reference); ``wait`` until it is gone."""
-        self._call(f"delete {self._what(name, namespace)}", self.custom.delete_namespaced_custom_object,
-                   GROUP, VERSION, self._ns(namespace), PLURAL, name, body={"propagationPolicy": "Background"})
+        self._call(
+            f"delete {self._what(name, namespace)}",
+            self.custom.delete_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self._ns(namespace),
+            PLURAL,
+            name,
+            body={"propagationPolicy": "Background"},
+        )
         deadline = time.monotonic() + timeout
         while wait:
             try:
@@ -180,8 +221,16 @@ class TFPSClient:
             time.sleep(0.5)
 
     def _patch(self, name: str, namespace: str | None, patch: dict[str, Any], verb: str) -> PSTrainingJob:
-        obj = self._call(f"{verb} {self._what(name, namespace)}", self.custom.patch_namespaced_custom_object,
-                         GROUP, VERSION, self._ns(namespace), PLURAL, name, patch)
+        obj = self._call(
+            f"{verb} {self._what(name, namespace)}",
+            self.custom.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self._ns(namespace),
+            PLURAL,
+            name,
+            patch,
+        )
         return validate_job(obj, rules=False)
 
     def suspend(self, name: str, namespace: str | None = None) -> PSTrainingJob:
@@ -192,8 +241,15 @@ class TFPSClient:
         return self._patch(name, namespace, {"spec": {"runPolicy": {"suspend": False}}}, "resume")
 
     # --- waiting ---
-    def wait(self, name: str, namespace: str | None = None, phase: str | Iterable[str] | None = None,
-             condition: str | None = None, condition_status: str = "True", timeout: float = 600) -> PSTrainingJob:
+    def wait(
+        self,
+        name: str,
+        namespace: str | None = None,
+        phase: str | Iterable[str] | None = None,
+        condition: str | None = None,
+        condition_status: str = "True",
+        timeout: float = 600,
+    ) -> PSTrainingJob:
         """Block until the job is in ``phase`` (one or several), or has ``condition`` with
         ``condition_status``; neither given: until it finished (Succeeded or Failed).
 
@@ -218,14 +274,24 @@ class TFPSClient:
                 raise JobFailed(f"{self._what(name, ns)} failed while waiting for {wanted}: {_failure_text(st)}")
             left = deadline - time.monotonic()
             if left <= 0:
-                raise WaitTimeout(f"timed out after {timeout:g}s waiting for {self._what(name, ns)} to reach {wanted} "
-                                  f"(phase {st.phase or 'unset'})", st.phase)
+                raise WaitTimeout(
+                    f"timed out after {timeout:g}s waiting for {self._what(name, ns)} to reach {wanted} "
+                    f"(phase {st.phase or 'unset'})",
+                    st.phase,
+                )
             w = watch.Watch()
             rv = None
             try:
-                for event in w.stream(self.custom.list_namespaced_custom_object, GROUP, VERSION, ns, PLURAL,
-                                      field_selector=f"metadata.name={name}", timeout_seconds=max(1, int(left) + 1),
-                                      resource_version=rv):
+                for event in w.stream(
+                    self.custom.list_namespaced_custom_object,
+                    GROUP,
+                    VERSION,
+                    ns,
+                    PLURAL,
+                    field_selector=f"metadata.name={name}",
+                    timeout_seconds=max(1, int(left) + 1),
+                    resource_version=rv,
+                ):
                     if event["type"] == "DELETED":
                         raise NotFound(404, "NotFound", "deleted while waiting", self._what(name, ns))
                     if event["type"] in ("ADDED", "MODIFIED"):
@@ -245,12 +311,24 @@ class TFPSClient:
     # --- pods, logs, events ---
     def pods(self, name: str, namespace: str | None = None) -> list[Any]:
         ns = self._ns(namespace)
-        out = self._call(f"list pods of {self._what(name, ns)}", self.core.list_namespaced_pod, ns,
-                         label_selector=f"{labels.JOB_NAME}={name}")
+        out = self._call(
+            f"list pods of {self._what(name, ns)}",
+            self.core.list_namespaced_pod,
+            ns,
+            label_selector=f"{labels.JOB_NAME}={name}",
+        )
         return list(out.items)
 
-    def logs(self, name: str, role: Role = "chief", index: int = 0, namespace: str | None = None,
-             follow: bool = False, tail_lines: int | None = None, previous: bool = False) -> str | Iterator[str]:
+    def logs(
+        self,
+        name: str,
+        role: Role = "chief",
+        index: int = 0,
+        namespace: str | None = None,
+        follow: bool = False,
+        tail_lines: int | None = None,
+        previous: bool = False,
+    ) -> str | Iterator[str]:
         """The trainer container's log of pod ``<name>-<role>-<index>``: the text, or with ``follow`` an
         iterator of lines until the container ends. Raises :class:`LogsUnavailable` with the API
         server's reason when it has none to give (pod not started, kubelet unreachable)."""
@@ -270,7 +348,9 @@ class TFPSClient:
         except ApiException as e:
             err = translate(e, what)
             if isinstance(err, NotFound):
-                raise NotFound(404, "NotFound", f"no pod {pod}: the job has no {role} {index} running now", what) from None
+                raise NotFound(
+                    404, "NotFound", f"no pod {pod}: the job has no {role} {index} running now", what
+                ) from None
             raise LogsUnavailable(str(err)) from None
         return _lines(resp)
 
@@ -281,32 +361,74 @@ class TFPSClient:
         found = []
         for e in out.items:
             obj = e.involved_object
-            if not (obj.kind == "PSTrainingJob" and obj.name == name) and not (children and _is_child(name, obj.kind, obj.name)):
+            if not (obj.kind == "PSTrainingJob" and obj.name == name) and not (
+                children and _is_child(name, obj.kind, obj.name)
+            ):
                 continue
-            when = e.last_timestamp or e.event_time or e.first_timestamp or (e.metadata.creation_timestamp if e.metadata else None)
-            found.append(JobEvent(time=when, type=e.type or "", reason=e.reason or "", object=f"{obj.kind}/{obj.name}",
-                                  message=(e.message or "").strip(), count=e.count or 1))
-        return sorted(found, key=lambda ev: ev.time or datetime.min.replace(tzinfo=timezone.utc))
+            when = (
+                e.last_timestamp
+                or e.event_time
+                or e.first_timestamp
+                or (e.metadata.creation_timestamp if e.metadata else None)
+            )
+            found.append(
+                JobEvent(
+                    time=when,
+                    type=e.type or "",
+                    reason=e.reason or "",
+                    object=f"{obj.kind}/{obj.name}",
+                    message=(e.message or "").strip(),
+                    count=e.count or 1,
+                )
+            )
+        return sorted(found, key=lambda ev: ev.time or datetime.min.replace(tzinfo=UTC))
 
     def children(self, name: str, namespace: str | None = None) -> list[Child]:
         """Pods, the export Jobs, the Service and the PVC the operator made for the job."""
         ns = self._ns(namespace)
         sel = f"{labels.JOB_NAME}={name}"
-        kids = [Child("Pod", p.metadata.name, (p.status.phase or "") + (" (deleting)" if p.metadata.deletion_timestamp else ""))
-                for p in self.pods(name, ns)]
+        kids = [
+            Child(
+                "Pod",
+                p.metadata.name,
+                (p.status.phase or "") + (" (deleting)" if p.metadata.deletion_timestamp else ""),
+            )
+            for p in self.pods(name, ns)
+        ]
         for j in self._call("list jobs", self.batch.list_namespaced_job, ns, label_selector=sel).items:
             s = j.status
-            state = "Complete" if s.succeeded else "Failed" if s.failed and not s.active else "Active" if s.active else "Pending"
+            state = (
+                "Complete"
+                if s.succeeded
+                else "Failed"
+                if s.failed and not s.active
+                else "Active"
+                if s.active
+                else "Pending"
+            )
             kids.append(Child("Job", j.metadata.name, state))
         for s in self._call("list services", self.core.list_namespaced_service, ns, label_selector=sel).items:
-            kids.append(Child("Service", s.metadata.name, "headless" if s.spec.cluster_ip == "None" else s.spec.cluster_ip or ""))
-        for c in self._call("list claims", self.core.list_namespaced_persistent_volume_claim, ns, label_selector=sel).items:
+            kids.append(
+                Child(
+                    "Service", s.metadata.name, "headless" if s.spec.cluster_ip == "None" else s.spec.cluster_ip or ""
+                )
+            )
+        for c in self._call(
+            "list claims", self.core.list_namespaced_persistent_volume_claim, ns, label_selector=sel
+        ).items:
             kids.append(Child("PersistentVolumeClaim", c.metadata.name, c.status.phase or ""))
         return kids
 
     # --- artifacts ---
-    def download_artifacts(self, name: str, dest: str | Path, step: int | str = "latest", namespace: str | None = None,
-                           image: str | None = None, timeout: float = 300) -> Path:
+    def download_artifacts(
+        self,
+        name: str,
+        dest: str | Path,
+        step: int | str = "latest",
+        namespace: str | None = None,
+        image: str | None = None,
+        timeout: float = 300,
+    ) -> Path:
         """Copy ``exports/<step>/`` off the job's volume into ``dest/<step>/`` and check every file
         against its ``manifest.json``; returns that directory. See :mod:`.artifacts`."""
         from .artifacts import download
@@ -333,7 +455,12 @@ def _is_child(job: str, kind: str, name: str) -> bool:
         return name in (names.export_job_name(job), names.preflight_job_name(job))
     if kind == "Pod":
         e = re.escape(job)
-        return bool(re.fullmatch(rf"{e}-(chief|ps|worker|evaluator)-\d+|{e}-(export|preflight)-[a-z0-9]{{5}}|{e}-artifacts-[0-9a-f]+", name))
+        return bool(
+            re.fullmatch(
+                rf"{e}-(chief|ps|worker|evaluator)-\d+|{e}-(export|preflight)-[a-z0-9]{{5}}|{e}-artifacts-[0-9a-f]+",
+                name,
+            )
+        )
     return False
 
 

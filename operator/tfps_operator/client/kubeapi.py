@@ -28,7 +28,9 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> tuple[
         api = config.new_client_from_config(config_file=path, context=context)
         _contexts, active = config.list_kube_config_contexts(config_file=path)
     except config.ConfigException as e:
-        raise ClientError(f"cannot use kubeconfig {path}" + (f" (context {context})" if context else "") + f": {e}") from None
+        raise ClientError(
+            f"cannot use kubeconfig {path}" + (f" (context {context})" if context else "") + f": {e}"
+        ) from None
     if context:
         active = next((c for c in _contexts if c["name"] == context), active)
     ns = (active or {}).get("context", {}).get("namespace") or "default"

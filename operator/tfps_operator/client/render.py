@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from tfps_trainer.export.result import human_size
@@ -44,14 +44,22 @@ def get_row(job: PSTrainingJob, now: datetime, namespace: bool = False) -> list[
     step = p.step if p and p.step is not None else (c.step if c else None)
     ckpt = "-" if not c or c.step is None else f"{c.step} ({age(c.time, now)} ago)" if c.time else str(c.step)
     created = (job.metadata.model_extra or {}).get("creationTimestamp")
-    row = [job.metadata.name, st.phase or "-", f"{'-' if step is None else step}/{job.spec.training.steps}",
-           _num(p.loss if p else None), _num(p.steps_per_second if p else None, ".3g"), ckpt, st.workers or "-",
-           str(st.restarts), age(_time(created), now)]
+    row = [
+        job.metadata.name,
+        st.phase or "-",
+        f"{'-' if step is None else step}/{job.spec.training.steps}",
+        _num(p.loss if p else None),
+        _num(p.steps_per_second if p else None, ".3g"),
+        ckpt,
+        st.workers or "-",
+        str(st.restarts),
+        age(_time(created), now),
+    ]
     return ([job.metadata.namespace] if namespace else []) + row
 
 
 def get_table(jobs: Sequence[PSTrainingJob], now: datetime | None = None, namespace: bool = False) -> str:
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     header = (("NAMESPACE",) if namespace else ()) + GET_HEADER
     return table(header, [get_row(j, now, namespace) for j in jobs])
 
@@ -67,10 +75,14 @@ def _time(v: Any) -> datetime | None:
 def status_artifacts_table(job: PSTrainingJob) -> str:
     """The export as ``status.export`` records it (no volume access needed)."""
     ex = job.status.export if job.status else None
-    rows = [[a.format, a.quantization or "-", human_size(a.bytes), _num(a.max_error, ".3g"), "passed", a.path]
-            for a in (ex.artifacts if ex else [])]
-    rows += [[f.format, f.quantization or "-", "-", "-", f"FAILED {f.reason}", f.message[:80]]
-             for f in (ex.failed if ex else [])]
+    rows = [
+        [a.format, a.quantization or "-", human_size(a.bytes), _num(a.max_error, ".3g"), "passed", a.path]
+        for a in (ex.artifacts if ex else [])
+    ]
+    rows += [
+        [f.format, f.quantization or "-", "-", "-", f"FAILED {f.reason}", f.message[:80]]
+        for f in (ex.failed if ex else [])
+    ]
     head = f"export of step {ex.step} at {ex.path}\n" if ex and ex.step is not None else ""
     return head + table(("FORMAT", "QUANTIZATION", "SIZE", "MAX-ABS-ERROR", "VERIFICATION", "PATH"), rows)
 
@@ -81,21 +93,46 @@ def manifest_table(manifest: dict[str, Any]) -> str:
     for a in manifest.get("artifacts") or []:
         v = a.get("verification") or {}
         tol = v.get("tolerance") or {}
-        rows.append([a["format"], a.get("quantization") or "-", human_size(a.get("bytes")), _num(v.get("maxAbsError"), ".3g"),
-                     _num(v.get("maxRelError"), ".3g"), _num(v.get("argmaxAgreement"), ".3f"),
-                     f"{_num(tol.get('maxAbs'), 'g')}/{_num(tol.get('maxRel'), 'g')}", str(v.get("samples", "-")),
-                     "passed" if v.get("passed") else "FAILED"])
+        rows.append(
+            [
+                a["format"],
+                a.get("quantization") or "-",
+                human_size(a.get("bytes")),
+                _num(v.get("maxAbsError"), ".3g"),
+                _num(v.get("maxRelError"), ".3g"),
+                _num(v.get("argmaxAgreement"), ".3f"),
+                f"{_num(tol.get('maxAbs'), 'g')}/{_num(tol.get('maxRel'), 'g')}",
+                str(v.get("samples", "-")),
+                "passed" if v.get("passed") else "FAILED",
+            ]
+        )
     for f in manifest.get("failed") or []:
         rows.append([f["format"], f.get("quantization") or "-", "-", "-", "-", "-", "-", "-", f"FAILED {f['reason']}"])
-    head = (f"export of step {manifest.get('checkpoint', {}).get('step')} ({'complete' if manifest.get('complete') else 'INCOMPLETE'}),"
-            f" {manifest.get('samples', {}).get('count', '-')} verification samples\n")
-    return head + table(("FORMAT", "QUANTIZATION", "SIZE", "MAX-ABS-ERR", "MAX-REL-ERR", "ARGMAX-AGREE",
-                         "TOL(ABS/REL)", "SAMPLES", "VERIFICATION"), rows)
+    head = (
+        f"export of step {manifest.get('checkpoint', {}).get('step')} ({'complete' if manifest.get('complete') else 'INCOMPLETE'}),"
+        f" {manifest.get('samples', {}).get('count', '-')} verification samples\n"
+    )
+    return head + table(
+        (
+            "FORMAT",
+            "QUANTIZATION",
+            "SIZE",
+            "MAX-ABS-ERR",
+            "MAX-REL-ERR",
+            "ARGMAX-AGREE",
+            "TOL(ABS/REL)",
+            "SAMPLES",
+            "VERIFICATION",
+        ),
+        rows,
+    )
 
 
-def describe(job: PSTrainingJob, children: Sequence[Child], events: Sequence[JobEvent], now: datetime | None = None) -> str:
+def describe(
+    job: PSTrainingJob, children: Sequence[Child], events: Sequence[JobEvent], now: datetime | None = None
+) -> str:
     """Conditions, progress, children and events of one job, on one screen."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     st = job.status or PSTrainingJobStatus()
     r = job.spec.replicas
     p, c = st.progress, st.checkpoint
@@ -109,21 +146,54 @@ def describe(job: PSTrainingJob, children: Sequence[Child], events: Sequence[Job
         + (f"    Workers ready: {st.workers}" if st.workers else ""),
         f"Progress:    step {p.step if p and p.step is not None else '-'}/{job.spec.training.steps}, loss {_num(p.loss if p else None)},"
         f" {_num(p.steps_per_second if p else None, '.3g')} steps/s",
-        f"Checkpoint:  " + ("-" if not c or c.step is None else f"step {c.step}, {c.path or ''} ({age(c.time, now)} ago)"),
+        "Checkpoint:  "
+        + ("-" if not c or c.step is None else f"step {c.step}, {c.path or ''} ({age(c.time, now)} ago)"),
     ]
     if st.export:
         ex = st.export
-        ok = ", ".join(a.format + (f" ({a.quantization})" if a.quantization not in (None, "none") else "") for a in ex.artifacts) or "none"
-        lines.append(f"Export:      step {ex.step if ex.step is not None else '-'} at {ex.path or '-'}: {ok}"
-                     + (f"; failed: {', '.join(f.format for f in ex.failed)}" if ex.failed else ""))
+        ok = (
+            ", ".join(
+                a.format + (f" ({a.quantization})" if a.quantization not in (None, "none") else "")
+                for a in ex.artifacts
+            )
+            or "none"
+        )
+        lines.append(
+            f"Export:      step {ex.step if ex.step is not None else '-'} at {ex.path or '-'}: {ok}"
+            + (f"; failed: {', '.join(f.format for f in ex.failed)}" if ex.failed else "")
+        )
     lines += ["", "Conditions:"]
-    lines.append(table(("TYPE", "STATUS", "REASON", "AGE", "MESSAGE"),
-                       [[k.type, k.status, k.reason or "-", age(k.last_transition_time, now), k.message[:100]] for k in st.conditions])
-                 if st.conditions else "  <none>")
+    lines.append(
+        table(
+            ("TYPE", "STATUS", "REASON", "AGE", "MESSAGE"),
+            [
+                [k.type, k.status, k.reason or "-", age(k.last_transition_time, now), k.message[:100]]
+                for k in st.conditions
+            ],
+        )
+        if st.conditions
+        else "  <none>"
+    )
     lines += ["", "Children:"]
-    lines.append(table(("KIND", "NAME", "STATUS"), [[k.kind, k.name, k.status] for k in children]) if children else "  <none>")
+    lines.append(
+        table(("KIND", "NAME", "STATUS"), [[k.kind, k.name, k.status] for k in children]) if children else "  <none>"
+    )
     lines += ["", "Events:"]
-    lines.append(table(("TYPE", "REASON", "AGE", "OBJECT", "MESSAGE"),
-                       [[e.type, e.reason, age(e.time, now) + (f" (x{e.count})" if e.count > 1 else ""), e.object, e.message[:120]]
-                        for e in events[-20:]]) if events else "  <none>")
+    lines.append(
+        table(
+            ("TYPE", "REASON", "AGE", "OBJECT", "MESSAGE"),
+            [
+                [
+                    e.type,
+                    e.reason,
+                    age(e.time, now) + (f" (x{e.count})" if e.count > 1 else ""),
+                    e.object,
+                    e.message[:120],
+                ]
+                for e in events[-20:]
+            ],
+        )
+        if events
+        else "  <none>"
+    )
     return "\n".join(lines)

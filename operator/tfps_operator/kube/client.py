@@ -13,13 +13,12 @@ incarnation by uid, status goes through the status subresource guarded by resour
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
 import socket
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -78,8 +77,13 @@ Login = Callable[[], "kopf.ConnectionInfo | None"]
 
 
 class Kube:
-    def __init__(self, login: Login, field_manager: str = COMPONENT, timeout: float = DEFAULT_TIMEOUT_SECONDS,
-                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS):
+    def __init__(
+        self,
+        login: Login,
+        field_manager: str = COMPONENT,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
+    ):
         self.login = login
         self.field_manager = field_manager
         self.timeout = aiohttp.ClientTimeout(total=timeout, connect=connect_timeout)
@@ -88,8 +92,12 @@ class Kube:
         self._server = ""
 
     @classmethod
-    async def connect(cls, login: Login, timeout: float = DEFAULT_TIMEOUT_SECONDS,
-                      connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS) -> "Kube":
+    async def connect(
+        cls,
+        login: Login,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
+    ) -> Kube:
         kube = cls(login, timeout=timeout, connect_timeout=connect_timeout)
         kube._open()
         return kube
@@ -98,31 +106,52 @@ class Kube:
         info = self.login()
         if info is None:
             raise kopf.LoginError("no Kubernetes credentials: neither a service account nor a kubeconfig")
-        headers = {**info.as_http_headers(), "User-Agent": f"{COMPONENT}/{self.instance[:64]}",
-                   "Accept": "application/json"}
+        headers = {
+            **info.as_http_headers(),
+            "User-Agent": f"{COMPONENT}/{self.instance[:64]}",
+            "Accept": "application/json",
+        }
         self._server = info.server.rstrip("/")
         # trust_env=False: never through a proxy from the environment; limit: concurrent requests.
-        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100, ssl=info.as_ssl_context()),
-                                              headers=headers, trust_env=False, timeout=self.timeout)
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=100, ssl=info.as_ssl_context()),
+            headers=headers,
+            trust_env=False,
+            timeout=self.timeout,
+        )
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
 
-    async def request(self, verb: str, path: str, *, what: str, query: list[tuple[str, Any]] | None = None,
-                      body: Any = None, content_type: str = "application/json") -> Any:
+    async def request(
+        self,
+        verb: str,
+        path: str,
+        *,
+        what: str,
+        query: list[tuple[str, Any]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Any:
         data = None if body is None else json.dumps(body)
         for attempt in (1, 2):
             assert self._session is not None
             try:
-                async with self._session.request(verb, self._server + path, params=query or None, data=data,
-                                                 headers={"Content-Type": content_type}) as resp:
+                async with self._session.request(
+                    verb, self._server + path, params=query or None, data=data, headers={"Content-Type": content_type}
+                ) as resp:
                     raw = await resp.read()
                     status, reason = resp.status, resp.reason or ""
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 metrics.API_ERRORS.labels(verb=verb.lower(), code=str(TIMEOUT_STATUS)).inc()
-                raise ApiError(TIMEOUT_STATUS, "Timeout", f"no answer within {self.timeout.total:g}s "
-                               f"(connect limit {self.timeout.connect:g}s)", verb, what) from None
+                raise ApiError(
+                    TIMEOUT_STATUS,
+                    "Timeout",
+                    f"no answer within {self.timeout.total:g}s (connect limit {self.timeout.connect:g}s)",
+                    verb,
+                    what,
+                ) from None
             if status == 401 and attempt == 1:  # a rotated token: log in again, once
                 await self.close()
                 self._open()
@@ -155,19 +184,27 @@ class Kube:
         kind, meta = manifest["kind"], manifest["metadata"]
         ns, name = meta["namespace"], meta["name"]
         try:
-            obj = await self.request("POST", _path(kind, ns), what=f"{kind}/{name}", body=manifest,
-                                     query=[("fieldManager", self.field_manager)])
+            obj = await self.request(
+                "POST",
+                _path(kind, ns),
+                what=f"{kind}/{name}",
+                body=manifest,
+                query=[("fieldManager", self.field_manager)],
+            )
             return obj, True
         except ApiError as exc:
             if exc.status != 409:
                 raise
         existing = await self.get(kind, ns, name)
         if existing is None:  # deleted in between: the next reconciliation creates it
-            raise ApiError(409, "Conflict", f"{kind}/{name} exists but vanished while being read", "POST", f"{kind}/{name}")
+            raise ApiError(
+                409, "Conflict", f"{kind}/{name} exists but vanished while being read", "POST", f"{kind}/{name}"
+            )
         want = manifest["metadata"]["ownerReferences"][0]["uid"]
         if controller_uid(existing) != want:
-            raise ChildConflict(f"{kind}/{name} already exists and is not controlled by this PSTrainingJob; "
-                                f"delete or rename it")
+            raise ChildConflict(
+                f"{kind}/{name} already exists and is not controlled by this PSTrainingJob; delete or rename it"
+            )
         return existing, False
 
     async def dry_run_create(self, manifest: dict[str, Any]) -> None:
@@ -175,8 +212,13 @@ class Kube:
         raises :class:`ApiError` with its refusal. An existing object of that name (409) passes."""
         kind, meta = manifest["kind"], manifest["metadata"]
         try:
-            await self.request("POST", _path(kind, meta["namespace"]), what=f"{kind}/{meta['name']} (dry run)",
-                               body=manifest, query=[("dryRun", "All"), ("fieldManager", self.field_manager)])
+            await self.request(
+                "POST",
+                _path(kind, meta["namespace"]),
+                what=f"{kind}/{meta['name']} (dry run)",
+                body=manifest,
+                query=[("dryRun", "All"), ("fieldManager", self.field_manager)],
+            )
         except ApiError as exc:
             if exc.status != 409:
                 raise
@@ -194,8 +236,9 @@ class Kube:
                 return False
             raise
 
-    async def delete_collection(self, kind: str, namespace: str, label_selector: str,
-                                field_selector: str | None = None) -> list[str]:
+    async def delete_collection(
+        self, kind: str, namespace: str, label_selector: str, field_selector: str | None = None
+    ) -> list[str]:
         """Delete every ``kind`` matching the selectors in one request (background propagation);
         returns the uids the server deleted."""
         query: list[tuple[str, Any]] = [("labelSelector", label_selector)]
@@ -205,28 +248,39 @@ class Kube:
         out = await self.request("DELETE", _path(kind, namespace), what=f"{kind} collection", query=query, body=body)
         return [uid for item in (out or {}).get("items") or [] if (uid := (item.get("metadata") or {}).get("uid"))]
 
-    async def patch_status(self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None) -> dict[str, Any]:
+    async def patch_status(
+        self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None
+    ) -> dict[str, Any]:
         """Merge-patch ``status`` through the status subresource. With ``resource_version`` the write
         fails (409) if the job changed since it was read."""
         patch: dict[str, Any] = {"status": status}
         if resource_version:
             patch["metadata"] = {"resourceVersion": resource_version}
-        return await self.request("PATCH", _path("PSTrainingJob", namespace, name, "status"),
-                                  what=f"PSTrainingJob/{name} status", body=patch,
-                                  content_type="application/merge-patch+json",
-                                  query=[("fieldManager", self.field_manager)])
+        return await self.request(
+            "PATCH",
+            _path("PSTrainingJob", namespace, name, "status"),
+            what=f"PSTrainingJob/{name} status",
+            body=patch,
+            content_type="application/merge-patch+json",
+            query=[("fieldManager", self.field_manager)],
+        )
 
     async def event(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """Post a core/v1 Event about the job; failures are logged, never raised."""
         meta = job["metadata"]
-        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"), "name": meta["name"],
-                               "namespace": meta["namespace"], "uid": meta.get("uid"),
-                               "resourceVersion": meta.get("resourceVersion")},
+            "involvedObject": {
+                "apiVersion": job.get("apiVersion"),
+                "kind": job.get("kind"),
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
             "type": type_,
             "reason": reason,
             "message": message[:1024],

@@ -18,8 +18,21 @@ log = logging.getLogger(__name__)
 CONCURRENCY = 16
 """Child requests in flight at once for one job."""
 
-OWNED_STATUS_FIELDS = ("phase", "conditions", "observedGeneration", "replicaStatuses", "restarts", "startTime",
-                       "completionTime", "export", "workers", "checkpoint", "preemptions", "recreations", "reason")
+OWNED_STATUS_FIELDS = (
+    "phase",
+    "conditions",
+    "observedGeneration",
+    "replicaStatuses",
+    "restarts",
+    "startTime",
+    "completionTime",
+    "export",
+    "workers",
+    "checkpoint",
+    "preemptions",
+    "recreations",
+    "reason",
+)
 """The status fields the reconciler writes; ``progress`` belongs to the progress monitor. ``checkpoint``
 is written by both: the monitor while the chief runs, the reconciler from the chief's success summary
 (its writes are conditional on resourceVersion; the monitor stops once the job leaves Running)."""
@@ -32,8 +45,18 @@ def status_patch(status: PSTrainingJobStatus) -> dict[str, Any]:
     return {f: wire.get(f) for f in fields}
 
 
-SIGNIFICANT_STATUS_FIELDS = ("phase", "restarts", "observedGeneration", "startTime", "completionTime", "export",
-                             "checkpoint", "preemptions", "recreations", "reason")
+SIGNIFICANT_STATUS_FIELDS = (
+    "phase",
+    "restarts",
+    "observedGeneration",
+    "startTime",
+    "completionTime",
+    "export",
+    "checkpoint",
+    "preemptions",
+    "recreations",
+    "reason",
+)
 
 
 def minor_status_change(old: PSTrainingJobStatus, new: PSTrainingJobStatus) -> bool:

@@ -29,10 +29,19 @@ PREFLIGHT_FLAG = "--preflight"
 
 def preflight_rows(report: PreflightReport, required: set[str]) -> list[tuple[str, str, str, str, str]]:
     """(format, verdict, size, max error, argmax agreement): those that convert, then those that will fail."""
-    rows = [(a.label, "ok", human_size(a.bytes), "-" if a.max_error is None else f"{a.max_error:.3g}",
-             "-" if a.argmax_agreement is None else f"{a.argmax_agreement:.3f}") for a in report.artifacts]
-    rows += [(f.label, "WILL FAIL (required)" if f.format in required else "will fail", "-", "-", "-")
-             for f in report.failed]
+    rows = [
+        (
+            a.label,
+            "ok",
+            human_size(a.bytes),
+            "-" if a.max_error is None else f"{a.max_error:.3g}",
+            "-" if a.argmax_agreement is None else f"{a.argmax_agreement:.3f}",
+        )
+        for a in report.artifacts
+    ]
+    rows += [
+        (f.label, "WILL FAIL (required)" if f.format in required else "will fail", "-", "-", "-") for f in report.failed
+    ]
     return rows
 
 
@@ -62,9 +71,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"tfps check: {args.file}: spec.export.enabled is false: nothing to check", file=sys.stderr)
         return EXIT_INVALID
     if job.spec.model.module is None:
-        print(f"tfps check: {args.file}: script mode without spec.model.module: the program's model exists only "
-              "after training, so there is nothing to check before it (the export verifies the saved model)",
-              file=sys.stderr)
+        print(
+            f"tfps check: {args.file}: script mode without spec.model.module: the program's model exists only "
+            "after training, so there is nothing to check before it (the export verifies the saved model)",
+            file=sys.stderr,
+        )
         return EXIT_INVALID
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tfps-check-") as workdir:
@@ -75,15 +86,25 @@ def main(args: argparse.Namespace) -> int:
             print(f"tfps check: {child.describe_failure(child.poll())}", file=sys.stderr)
             return EXIT_FAILED
         if isinstance(report, ExportFailed):
-            print(f"tfps check: the model cannot be exported at all: {report.reason}: {report.message}\n"
-                  f"{Path(child.log_path).read_text(errors='replace')[-3000:]}", file=sys.stderr)
+            print(
+                f"tfps check: the model cannot be exported at all: {report.reason}: {report.message}\n"
+                f"{Path(child.log_path).read_text(errors='replace')[-3000:]}",
+                file=sys.stderr,
+            )
             return EXIT_FAILED
     required = set(job.spec.export.required_formats())
-    title = (f"export pre-flight of {job.spec.model.module} ({job.metadata.namespace}/{job.metadata.name}), "
-             f"fresh weights, {time.monotonic() - started:.0f}s")
+    title = (
+        f"export pre-flight of {job.spec.model.module} ({job.metadata.namespace}/{job.metadata.name}), "
+        f"fresh weights, {time.monotonic() - started:.0f}s"
+    )
     notes = [f.message for f in report.failed] + report.warnings
-    print_table(title, ("format", "verdict", "size", "max error", "argmax agreement"), preflight_rows(report, required),
-                notes, sys.stdout.isatty())
+    print_table(
+        title,
+        ("format", "verdict", "size", "max error", "argmax agreement"),
+        preflight_rows(report, required),
+        notes,
+        sys.stdout.isatty(),
+    )
     if not report.ok:
         print(f"tfps check: required format(s) {', '.join(report.required_failed)} cannot be exported", file=sys.stderr)
         return EXIT_FAILED

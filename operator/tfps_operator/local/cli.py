@@ -87,11 +87,15 @@ def plan_from_args(args: argparse.Namespace) -> LocalJob:
         if not code_dir.is_dir():
             raise InvalidInput(f"--code: {code_dir} is not a directory")
     elif source is not None:
-        raise InvalidInput(f"{args.file}: spec.model.source takes the code from ConfigMap {source.config_map!r} on a "
-                           "cluster; locally pass the directory it is made from: --code DIR")
+        raise InvalidInput(
+            f"{args.file}: spec.model.source takes the code from ConfigMap {source.config_map!r} on a "
+            "cluster; locally pass the directory it is made from: --code DIR"
+        )
     else:
         code_dir = None
-    return LocalJob(job=job, settings=job_settings(job, mount_path=str(workdir), code_dir=str(code_dir) if code_dir else None))
+    return LocalJob(
+        job=job, settings=job_settings(job, mount_path=str(workdir), code_dir=str(code_dir) if code_dir else None)
+    )
 
 
 def describe(settings: JobSettings) -> str:
@@ -126,8 +130,9 @@ def print_table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]]
 
 def _print_artifacts(out: ExportOutcome, tty: bool) -> None:
     title = f"exported step {out.step}: {out.path}" if out.artifacts else "nothing exported"
-    print_table(title, ("format", "status", "path", "size", "max error (verified)"), artifact_rows(out),
-                notes_lines(out), tty)
+    print_table(
+        title, ("format", "status", "path", "size", "max error (verified)"), artifact_rows(out), notes_lines(out), tty
+    )
 
 
 def _install_signal_handlers() -> dict[int, Any]:
@@ -168,10 +173,14 @@ def main(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         # the chief exits 0 only at the target step; its last status may predate that
         if settings.script is None:
-            display.update(dataclasses.replace(outcome.status or Status(), step=settings.steps, checkpoint_step=settings.steps))
-        display.event(f"training finished after {time.monotonic() - started:.0f}s"
-                      + (f" and {outcome.restarts} restart(s)" if outcome.restarts else "")
-                      + f": {outcome.message}")
+            display.update(
+                dataclasses.replace(outcome.status or Status(), step=settings.steps, checkpoint_step=settings.steps)
+            )
+        display.event(
+            f"training finished after {time.monotonic() - started:.0f}s"
+            + (f" and {outcome.restarts} restart(s)" if outcome.restarts else "")
+            + f": {outcome.message}"
+        )
         display.close()
         if not settings.export.enabled:
             print(f"done (export disabled); checkpoints in {settings.paths.checkpoints}")
@@ -191,8 +200,10 @@ def main(args: argparse.Namespace) -> int:
             supervisor.stop()
         if display is not None:
             display.close()
-        print(f"tfps run: interrupted by {exc}; rerun the same command to resume from the latest checkpoint",
-              file=sys.stderr)
+        print(
+            f"tfps run: interrupted by {exc}; rerun the same command to resume from the latest checkpoint",
+            file=sys.stderr,
+        )
         return 128 + exc.signum
     finally:
         for s in previous:

@@ -10,16 +10,21 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from tfps_trainer.config import SETTINGS_ENV
-from tfps_trainer.export.result import (ArtifactResult, ExportFailed, ExportSucceeded, FormatFailure, artifact_label,
-                                        human_size, parse_message)
+from tfps_trainer.export.result import (
+    ArtifactResult,
+    ExportFailed,
+    ExportSucceeded,
+    FormatFailure,
+    artifact_label,
+    human_size,
+    parse_message,
+)
 
 from .procs import Child, stop_all
 from .progress import Display
 from .supervisor import LocalJob
-
 
 RETRYABLE = {"PublishFailed", "InternalError", "Interrupted"}
 """Export failures worth another attempt; the others (bad model, failed verification...) repeat."""
@@ -58,25 +63,42 @@ def published(plan: LocalJob, result: ExportSucceeded | ExportFailed) -> ExportO
         manifest = json.loads((root / result.manifest).read_text())
     except (OSError, ValueError) as exc:
         if result.truncated or not artifacts:
-            return ExportOutcome(False, f"ExportFailed: cannot read the export manifest {root / result.manifest}: {exc}")
+            return ExportOutcome(
+                False, f"ExportFailed: cannot read the export manifest {root / result.manifest}: {exc}"
+            )
         artifacts = [a.model_copy(update={"path": str(root / a.path)}) for a in artifacts]
     else:
         artifacts = []
         for a in manifest.get("artifacts", []):
             verification = a.get("verification") or {}
-            artifacts.append(ArtifactResult(format=a["format"], path=str(export_dir / a["path"]), bytes=a["bytes"],
-                                            sha256=a["sha256"], max_error=verification.get("maxAbsError"),
-                                            quantization=a.get("quantization")))
+            artifacts.append(
+                ArtifactResult(
+                    format=a["format"],
+                    path=str(export_dir / a["path"]),
+                    bytes=a["bytes"],
+                    sha256=a["sha256"],
+                    max_error=verification.get("maxAbsError"),
+                    quantization=a.get("quantization"),
+                )
+            )
             notes = [*verification.get("warnings", []), *a.get("notes", [])]
             if notes:
                 warnings[artifact_label(a["format"], a.get("quantization"))] = notes
         failed = [FormatFailure.model_validate(f) for f in manifest.get("failed", [])]
-    where = {"step": result.step, "path": str(export_dir), "artifacts": artifacts, "failed": failed, "warnings": warnings}
+    where = {
+        "step": result.step,
+        "path": str(export_dir),
+        "artifacts": artifacts,
+        "failed": failed,
+        "warnings": warnings,
+    }
     if isinstance(result, ExportFailed):
         return ExportOutcome(False, f"ExportFailed: {result.reason}: {result.message}", **where)
     unaccounted = set(plan.settings.export.formats) - {a.format for a in artifacts} - {f.format for f in failed}
     if unaccounted:
-        return ExportOutcome(False, f"ExportFailed: no {', '.join(sorted(unaccounted))} artifact in {export_dir}", **where)
+        return ExportOutcome(
+            False, f"ExportFailed: no {', '.join(sorted(unaccounted))} artifact in {export_dir}", **where
+        )
     missing = f"; not exported: {', '.join(f.label for f in failed)}" if failed else ""
     return ExportOutcome(True, f"exported step {result.step} to {export_dir}{missing}", **where)
 
@@ -102,7 +124,8 @@ def run_export(plan: LocalJob, display: Display, grace: float = 10.0, poll: floa
             return published(plan, result)  # a required format failed; what passed was published
         reason = result.reason if isinstance(result, ExportFailed) else "ExporterDied"
         message = child.describe_failure(
-            code, reason=f"{result.reason}: {result.message}" if isinstance(result, ExportFailed) else None)
+            code, reason=f"{result.reason}: {result.message}" if isinstance(result, ExportFailed) else None
+        )
         if attempt == attempts or reason not in RETRYABLE | {"ExporterDied"}:
             return ExportOutcome(False, f"ExportFailed: {message}")
         display.event(f"export attempt {attempt} failed ({reason}); retrying")
@@ -112,9 +135,13 @@ def run_export(plan: LocalJob, display: Display, grace: float = 10.0, poll: floa
 def artifact_rows(out: ExportOutcome) -> list[tuple[str, str, str, str, str]]:
     """(format, status, path, size, verified max error) per artifact, then the formats that failed."""
     rows = [
-        (artifact_label(a.format, a.quantization), "verified" + (" (see notes)" if artifact_label(a.format, a.quantization)
-                                                                in out.warnings else ""),
-         a.path, human_size(a.bytes), "-" if a.max_error is None else f"{a.max_error:.3g}")
+        (
+            artifact_label(a.format, a.quantization),
+            "verified" + (" (see notes)" if artifact_label(a.format, a.quantization) in out.warnings else ""),
+            a.path,
+            human_size(a.bytes),
+            "-" if a.max_error is None else f"{a.max_error:.3g}",
+        )
         for a in out.artifacts
     ]
     rows += [(f.label, "NOT EXPORTED", f.reason, "-", "-") for f in out.failed]

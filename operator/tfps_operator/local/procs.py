@@ -13,9 +13,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -105,7 +105,7 @@ class Child:
         marker = f"===== tfps run: {self.name} start #"
         cut = text.rfind(marker)
         if cut >= 0:
-            text = text[text.find("\n", cut) + 1:]
+            text = text[text.find("\n", cut) + 1 :]
         return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
     def describe_failure(self, code: int | None, lines: int = 15, reason: str | None = None) -> str:

@@ -24,7 +24,7 @@ class Status:
     message: str | None = None
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> "Status":
+    def from_json(cls, doc: dict[str, Any]) -> Status:
         ckpt = doc.get("checkpoint") or {}
         return cls(
             step=_int(doc.get("step")),
@@ -48,7 +48,7 @@ def _float(v: Any) -> float | None:
 def fetch_status(url: str, timeout: float = 0.5) -> Status | None:
     """One GET of the chief's status endpoint (a loopback URL); None while it is not up."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - loopback URL we built
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
             return Status.from_json(json.loads(resp.read()))
     except (OSError, ValueError, http.client.HTTPException):  # not up yet, going away, or half an answer
         return None

@@ -98,11 +98,11 @@ class Ports:
     progress: dict[Task, int]
 
     @classmethod
-    def allocate(cls, tasks: list[Task]) -> "Ports":
+    def allocate(cls, tasks: list[Task]) -> Ports:
         with_progress = [t for t in tasks if t.role in ("chief", "evaluator")]
         ports = free_ports(len(tasks) + len(with_progress))
         grpc = dict(zip(tasks, ports))
-        return cls(grpc=grpc, progress=dict(zip(with_progress, ports[len(tasks):])))
+        return cls(grpc=grpc, progress=dict(zip(with_progress, ports[len(tasks) :])))
 
     def address(self, role: Role, index: int) -> str:
         return f"{HOST}:{self.grpc[Task(role, index)]}"
@@ -161,7 +161,9 @@ class Supervisor:
             child.env = fresh.env  # new ports on a restart; same Child keeps its log and start count
             child.start()
         where = " ".join(f"{t.name}:{self._ports.grpc[t]}" for t in self.plan.tasks)
-        self.display.event(f"started {len(self.plan.tasks)} processes on {HOST} (ports {where}); logs in {self.plan.logs}")
+        self.display.event(
+            f"started {len(self.plan.tasks)} processes on {HOST} (ports {where}); logs in {self.plan.logs}"
+        )
 
     def stop(self) -> None:
         """Stop every process of the cluster (SIGTERM, then SIGKILL after the grace period)."""
@@ -184,7 +186,9 @@ class Supervisor:
             time.sleep(self.poll_interval)
             if deadline_s is not None and time.monotonic() - started > deadline_s:
                 self.stop()
-                return self._outcome(False, f"DeadlineExceeded: training ran longer than activeDeadlineSeconds ({deadline_s:.0f}s)")
+                return self._outcome(
+                    False, f"DeadlineExceeded: training ran longer than activeDeadlineSeconds ({deadline_s:.0f}s)"
+                )
             self._poll_progress()
             self._start_due_recreations()
             failed = self._first_failure()
@@ -207,14 +211,23 @@ class Supervisor:
                 continue
             spec = getattr(self.plan.job.spec.replicas, task.role)
             recreated = sum(n for t, n in self._recreations.items() if t.role == task.role)
-            decision = on_failure(task.role, spec.restart_policy, code, self.restarts - self.preemptions,
-                                  self.plan.job.spec.run_policy.backoff_limit, recreated, spec.recreate_limit)
+            decision = on_failure(
+                task.role,
+                spec.restart_policy,
+                code,
+                self.restarts - self.preemptions,
+                self.plan.job.spec.run_policy.backoff_limit,
+                recreated,
+                spec.recreate_limit,
+            )
             if decision.action == "recreate_pod":
                 n = self._recreations.get(task, 0)
                 self._recreations[task] = n + 1
-                delay = min(MAX_RECREATE_DELAY_S, float(2 ** n)) if n else 0.0
-                self.display.event(f"{decision.message} ({child.reason() or 'see ' + str(child.log_path)})"
-                                   + (f" in {delay:.0f}s" if delay else ""))
+                delay = min(MAX_RECREATE_DELAY_S, float(2**n)) if n else 0.0
+                self.display.event(
+                    f"{decision.message} ({child.reason() or 'see ' + str(child.log_path)})"
+                    + (f" in {delay:.0f}s" if delay else "")
+                )
                 self._recreate_at[task] = time.monotonic() + delay
                 child.popen = None  # reaped; wait for _start_due_recreations
             elif decision.action == "restart_job":
@@ -235,7 +248,9 @@ class Supervisor:
             return False
         if self._chief_done_at is None:
             self._chief_done_at = time.monotonic()
-            self.display.event(f"waiting up to {EVALUATOR_FINISH_S:.0f}s for the evaluator to evaluate the final checkpoint")
+            self.display.event(
+                f"waiting up to {EVALUATOR_FINISH_S:.0f}s for the evaluator to evaluate the final checkpoint"
+            )
         return time.monotonic() - self._chief_done_at < EVALUATOR_FINISH_S
 
     def _outcome(self, ok: bool, message: str) -> Outcome:

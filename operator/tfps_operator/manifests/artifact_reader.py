@@ -15,7 +15,9 @@ READER_LABEL = "tfps.dev/artifact-reader"
 READER_MANAGED_BY = "tfps-client"
 
 
-def reader_pod(job: PSTrainingJob, name: str, image: str, lifetime_seconds: int, cfg: BuildConfig | None = None) -> dict[str, Any]:
+def reader_pod(
+    job: PSTrainingJob, name: str, image: str, lifetime_seconds: int, cfg: BuildConfig | None = None
+) -> dict[str, Any]:
     """A pod mounting the job's claim read-only at the job's mount path and sleeping ``lifetime_seconds``
     (its ``activeDeadlineSeconds`` too, so it ends even if the client that made it dies). The job owns
     it (not as controller), so deleting the job deletes it as well."""
@@ -31,8 +33,11 @@ def reader_pod(job: PSTrainingJob, name: str, image: str, lifetime_seconds: int,
         "metadata": {
             "name": name,
             "namespace": job.metadata.namespace,
-            "labels": {READER_LABEL: job.metadata.name, "app.kubernetes.io/managed-by": READER_MANAGED_BY,
-                       "app.kubernetes.io/name": labels.APP},
+            "labels": {
+                READER_LABEL: job.metadata.name,
+                "app.kubernetes.io/managed-by": READER_MANAGED_BY,
+                "app.kubernetes.io/name": labels.APP,
+            },
             "ownerReferences": [owner],
         },
         "spec": {
@@ -42,14 +47,18 @@ def reader_pod(job: PSTrainingJob, name: str, image: str, lifetime_seconds: int,
             "enableServiceLinks": False,
             "securityContext": pod_security_context(cfg),
             "volumes": [volume],
-            "containers": [{
-                "name": "reader",
-                "image": image,
-                "command": ["sleep", str(lifetime_seconds)],
-                "securityContext": container_security_context(),
-                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "256Mi"}},
-                "volumeMounts": [{"name": STORAGE_VOLUME, "mountPath": job.spec.storage.mount_path, "readOnly": True}],
-            }],
+            "containers": [
+                {
+                    "name": "reader",
+                    "image": image,
+                    "command": ["sleep", str(lifetime_seconds)],
+                    "securityContext": container_security_context(),
+                    "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "256Mi"}},
+                    "volumeMounts": [
+                        {"name": STORAGE_VOLUME, "mountPath": job.spec.storage.mount_path, "readOnly": True}
+                    ],
+                }
+            ],
         },
     }
 

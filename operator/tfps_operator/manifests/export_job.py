@@ -26,7 +26,8 @@ def export_job(job: PSTrainingJob, cfg: BuildConfig, preflight: bool = False) ->
     name = job.metadata.name
     chief_template = job.spec.replicas.chief.template
     spec = pod_spec(
-        job, cfg,
+        job,
+        cfg,
         command=PREFLIGHT_COMMAND if preflight else EXPORT_COMMAND,
         env=[{"name": SETTINGS_ENV, "value": settings_env(job, cfg)}],
         ports=[],

@@ -20,7 +20,12 @@ from ..api.models import Tolerance as ApiTolerance
 
 def replica_counts(job: PSTrainingJob) -> dict[Role, int]:
     r = job.spec.replicas
-    return {"chief": r.chief.replicas, "ps": r.ps.replicas, "worker": r.worker.replicas, "evaluator": r.evaluator.replicas}
+    return {
+        "chief": r.chief.replicas,
+        "ps": r.ps.replicas,
+        "worker": r.worker.replicas,
+        "evaluator": r.evaluator.replicas,
+    }
 
 
 def job_root(mount_path: str, job: PSTrainingJob) -> str:
@@ -66,7 +71,9 @@ def job_settings(job: PSTrainingJob, mount_path: str | None = None, code_dir: st
             keep=t.checkpoint.keep,
         ),
         check_numerics=t.check_numerics,
-        partitioner=PartitionerSettings(min_shard_bytes=part.min_shard_bytes, max_shards=part.max_shards) if part else None,
+        partitioner=PartitionerSettings(min_shard_bytes=part.min_shard_bytes, max_shards=part.max_shards)
+        if part
+        else None,
         paths=Paths(root=job_root(mount_path or spec.storage.mount_path, job)),
         export=ExportSettings(
             enabled=e.enabled,

@@ -58,8 +58,9 @@ def owner_reference(job: PSTrainingJob) -> dict[str, Any]:
     }
 
 
-def child_metadata(job: PSTrainingJob, name: str, labels: dict[str, str],
-                   annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def child_metadata(
+    job: PSTrainingJob, name: str, labels: dict[str, str], annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "name": name,
         "namespace": job.metadata.namespace,

@@ -20,15 +20,15 @@ def network_policy(job: PSTrainingJob, cfg: BuildConfig) -> dict[str, Any]:
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": labels.child_metadata(job, names.network_policy_name(name), labels.base_labels(name, "network-policy")),
+        "metadata": labels.child_metadata(
+            job, names.network_policy_name(name), labels.base_labels(name, "network-policy")
+        ),
         "spec": {
             "podSelector": own_pods,
             "policyTypes": ["Ingress"],
             "ingress": [
-                {"from": [{"podSelector": own_pods}],
-                 "ports": [{"protocol": "TCP", "port": job.spec.training.port}]},
-                {"from": [operator_peer],
-                 "ports": [{"protocol": "TCP", "port": cfg.progress_port}]},
+                {"from": [{"podSelector": own_pods}], "ports": [{"protocol": "TCP", "port": job.spec.training.port}]},
+                {"from": [operator_peer], "ports": [{"protocol": "TCP", "port": cfg.progress_port}]},
             ],
         },
     }

@@ -172,7 +172,10 @@ def pod_spec(
         # the same restricted defaults as the trainer container; the init container's own securityContext
         # wins key by key, as the template's does for the trainer
         spec["initContainers"] = [
-            {**copy.deepcopy(init), "securityContext": {**container_security_context(), **copy.deepcopy(init.get("securityContext") or {})}}
+            {
+                **copy.deepcopy(init),
+                "securityContext": {**container_security_context(), **copy.deepcopy(init.get("securityContext") or {})},
+            }
             for init in o.init_containers
         ]
 
@@ -187,7 +190,9 @@ def pod_spec(
     mounted = {m["mountPath"] for m in container["volumeMounts"]}
     for i, mount in enumerate(o.volume_mounts or []):
         if _text(mount, "mountPath", f"{where}.volumeMounts[{i}]") in mounted:
-            raise BuildError(f"{where}.volumeMounts[{i}].mountPath: {mount.get('mountPath')!r} is already used by the operator")
+            raise BuildError(
+                f"{where}.volumeMounts[{i}].mountPath: {mount.get('mountPath')!r} is already used by the operator"
+            )
         container["volumeMounts"].append(copy.deepcopy(mount))
     if o.security_context:
         container["securityContext"] = {**container["securityContext"], **copy.deepcopy(o.security_context)}
@@ -226,7 +231,8 @@ def trainer_pod(job: PSTrainingJob, role: Role, index: int, cfg: BuildConfig, re
     if role in PROGRESS_ROLES:
         ports.append({"name": "progress", "containerPort": cfg.progress_port, "protocol": "TCP"})
     spec = pod_spec(
-        job, cfg,
+        job,
+        cfg,
         command=TRAINER_COMMAND,
         env=[{"name": "TF_CONFIG", "value": tf_config}, {"name": SETTINGS_ENV, "value": settings_env(job, cfg)}],
         ports=ports,

@@ -22,7 +22,12 @@ def headless_service(job: PSTrainingJob, cfg: BuildConfig) -> dict[str, Any]:
             "publishNotReadyAddresses": True,
             "selector": labels.job_selector(name),
             "ports": [
-                {"name": "grpc", "port": job.spec.training.port, "targetPort": job.spec.training.port, "protocol": "TCP"},
+                {
+                    "name": "grpc",
+                    "port": job.spec.training.port,
+                    "targetPort": job.spec.training.port,
+                    "protocol": "TCP",
+                },
                 {"name": "progress", "port": cfg.progress_port, "targetPort": cfg.progress_port, "protocol": "TCP"},
             ],
         },

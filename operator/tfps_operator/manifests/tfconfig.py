@@ -8,7 +8,7 @@ tensorflow/tensorflow#46169); it gets a cluster of its own with just itself.
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from ..api.models import Role
 

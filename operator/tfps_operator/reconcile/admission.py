@@ -43,5 +43,6 @@ def verdict(status: PSTrainingJobStatus, generation: int | None, refusals: Mappi
         if not any(k.split(" (", 1)[0] == source for k in kept) or not source.startswith("spec.replicas."):
             kept[key] = refusals[key]
     message = "the API server refuses the job's children (nothing was created): " + "; ".join(
-        f"{k}: {v}" for k, v in kept.items())
+        f"{k}: {v}" for k, v in kept.items()
+    )
     return invalid_spec(status, generation, message, now)

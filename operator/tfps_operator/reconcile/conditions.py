@@ -35,14 +35,24 @@ def is_true(status: PSTrainingJobStatus, type_: str) -> bool:
     return c is not None and c.status == "True"
 
 
-def set_condition(status: PSTrainingJobStatus, type_: str, value: Status, reason: str, message: str,
-                  now: datetime, generation: int | None) -> bool:
+def set_condition(
+    status: PSTrainingJobStatus,
+    type_: str,
+    value: Status,
+    reason: str,
+    message: str,
+    now: datetime,
+    generation: int | None,
+) -> bool:
     """Set (in place) one condition; ``lastTransitionTime`` moves only when the status flips.
     Returns True when the status value changed."""
     old = get(status, type_)
     flipped = old is None or old.status != value
     new = Condition(
-        type=type_, status=value, reason=reason, message=message,
+        type=type_,
+        status=value,
+        reason=reason,
+        message=message,
         last_transition_time=now if flipped or old.last_transition_time is None else old.last_transition_time,
         observed_generation=generation,
     )
@@ -50,8 +60,9 @@ def set_condition(status: PSTrainingJobStatus, type_: str, value: Status, reason
     return flipped
 
 
-def clear(status: PSTrainingJobStatus, type_: str, reason: str, message: str, now: datetime,
-          generation: int | None) -> bool:
+def clear(
+    status: PSTrainingJobStatus, type_: str, reason: str, message: str, now: datetime, generation: int | None
+) -> bool:
     """Set a condition to False, but only if it exists (no clutter of never-true conditions)."""
     if get(status, type_) is None:
         return False

@@ -59,24 +59,40 @@ def on_failure(
     tail = f": {detail}" if detail else ""
     kind = exitcodes.kind(exit_code)
     if kind == "permanent":
-        return Decision("fail_job", exitcodes.BY_CODE[exit_code].name if exit_code in exitcodes.BY_CODE else "ReplicaFailed",
-                        f"{what}; a permanent error, not retried{tail}")
+        return Decision(
+            "fail_job",
+            exitcodes.BY_CODE[exit_code].name if exit_code in exitcodes.BY_CODE else "ReplicaFailed",
+            f"{what}; a permanent error, not retried{tail}",
+        )
     if restart_policy == "Never":
         return Decision("fail_job", "ReplicaFailed", f"{what} and its restartPolicy is Never{tail}")
     if restart_policy == "ExitCode" and kind != "retryable":
-        return Decision("fail_job", "ReplicaFailed",
-                        f"{what}; restartPolicy ExitCode retries only retryable exit codes{tail}")
+        return Decision(
+            "fail_job", "ReplicaFailed", f"{what}; restartPolicy ExitCode retries only retryable exit codes{tail}"
+        )
     if role in ("worker", "evaluator"):
         if recreate_limit is not None and recreations >= recreate_limit:
-            return Decision("fail_job", "RecreateLimitExceeded",
-                            f"{what} after {recreations} recreation(s); recreateLimit is {recreate_limit}{tail}")
+            return Decision(
+                "fail_job",
+                "RecreateLimitExceeded",
+                f"{what} after {recreations} recreation(s); recreateLimit is {recreate_limit}{tail}",
+            )
         return Decision("recreate_pod", f"{role.capitalize()}Restarted", f"{what}; recreating it")
     if exitcodes.preempted(exit_code):
-        return Decision("restart_job", "JobPreempted",
-                        f"{what}; restarting the job from the latest checkpoint (a preemption: not counted against "
-                        f"backoffLimit)", counted=False)
+        return Decision(
+            "restart_job",
+            "JobPreempted",
+            f"{what}; restarting the job from the latest checkpoint (a preemption: not counted against backoffLimit)",
+            counted=False,
+        )
     if restarts >= backoff_limit:
-        return Decision("fail_job", "BackoffLimitExceeded",
-                        f"{what} after {restarts} job restart(s); backoffLimit is {backoff_limit}{tail}")
-    return Decision("restart_job", "JobRestarting",
-                    f"{what}; restarting the job from the latest checkpoint ({restarts + 1}/{backoff_limit})")
+        return Decision(
+            "fail_job",
+            "BackoffLimitExceeded",
+            f"{what} after {restarts} job restart(s); backoffLimit is {backoff_limit}{tail}",
+        )
+    return Decision(
+        "restart_job",
+        "JobRestarting",
+        f"{what}; restarting the job from the latest checkpoint ({restarts + 1}/{backoff_limit})",
+    )

@@ -30,8 +30,13 @@ def condition(pod_group: str, min_member: int, bound: int, total: int, scheduler
     """``bound`` of the job's ``total`` live pods are bound to a node; ``scheduler_says``: the gang
     scheduler's message on an unbound pod (empty when it has said nothing yet)."""
     if bound >= min_member:
-        return Verdict("True", "GangScheduled", f"PodGroup {pod_group}: {bound} of {total} pods bound (minMember {min_member})")
+        return Verdict(
+            "True", "GangScheduled", f"PodGroup {pod_group}: {bound} of {total} pods bound (minMember {min_member})"
+        )
     detail = f": {scheduler_says}" if scheduler_says else ""
-    return Verdict("False", "WaitingForGang",
-                   f"PodGroup {pod_group}: {bound} of minMember {min_member} pods bound; none is bound until "
-                   f"{min_member} fit at once{detail}")
+    return Verdict(
+        "False",
+        "WaitingForGang",
+        f"PodGroup {pod_group}: {bound} of minMember {min_member} pods bound; none is bound until "
+        f"{min_member} fit at once{detail}",
+    )

@@ -30,8 +30,15 @@ from pydantic import ValidationError
 
 from tfps_trainer.summary import parse_success
 
-from ..api.models import (Artifact, CheckpointStatus, ExportStatus, FailedArtifact, PSTrainingJob,
-                          PSTrainingJobStatus, ReplicaStatus)
+from ..api.models import (
+    Artifact,
+    CheckpointStatus,
+    ExportStatus,
+    FailedArtifact,
+    PSTrainingJob,
+    PSTrainingJobStatus,
+    ReplicaStatus,
+)
 from ..manifests import labels, names
 from ..manifests.export_job import export_job
 from ..manifests.jobsettings import replica_counts
@@ -116,7 +123,11 @@ def _decide(x: _Ctx) -> None:
         return
     try:
         pods = desired_pods(job, cfg, x.st.restarts)
-        infra = [m for m in (storage_claim(job), headless_service(job, cfg), network_policy(job, cfg), pod_group(job, cfg)) if m]
+        infra = [
+            m
+            for m in (storage_claim(job), headless_service(job, cfg), network_policy(job, cfg), pod_group(job, cfg))
+            if m
+        ]
         export_manifest = export_job(job, cfg) if job.spec.export.enabled else None
     except BuildError as exc:
         _fail(x, "InvalidSpec", str(exc))
@@ -154,7 +165,8 @@ def _validate_new_run(x: _Ctx, children: list[dict[str, Any]]) -> None:
         return
     seen = {c.key for c in x.plan.creates()}
     x.plan.validate = [c.manifest for c in x.plan.creates()] + [
-        m for m in children if f"{m['kind']}/{m['metadata']['name']}" not in seen]
+        m for m in children if f"{m['kind']}/{m['metadata']['name']}" not in seen
+    ]
 
 
 def invalid_spec(status: PSTrainingJobStatus, generation: int | None, message: str, now: datetime) -> Plan:
@@ -173,8 +185,9 @@ def invalid_spec(status: PSTrainingJobStatus, generation: int | None, message: s
     return plan
 
 
-def creation_failed(status: PSTrainingJobStatus, generation: int | None, failures: dict[str, str],
-                    now: datetime) -> tuple[bool, Event | None]:
+def creation_failed(
+    status: PSTrainingJobStatus, generation: int | None, failures: dict[str, str], now: datetime
+) -> tuple[bool, Event | None]:
     """The API server refused to create children (``{"Pod/x": "its message"}``): condition
     Created=False/CreateFailed with the server's words. Returns (status changed, Event to post once)."""
     message = "; ".join(f"{key}: {msg}" for key, msg in sorted(failures.items()))
@@ -186,6 +199,7 @@ def creation_failed(status: PSTrainingJobStatus, generation: int | None, failure
 
 
 # --- phases ---------------------------------------------------------------------------------------
+
 
 def _ensure(x: _Ctx, infra: list[dict[str, Any]]) -> None:
     """Service, NetworkPolicy, PVC and (gang scheduling) PodGroup: created when missing, before any pod."""
@@ -255,10 +269,20 @@ def _training(x: _Ctx, desired: dict[str, dict[str, Any]], export_manifest: dict
     _training_phase(x, desired, current, replacing)
 
 
-def _failure_decision(x: _Ctx, role: str, exit_code: int | None, vanished: str | None = None, detail: str = "") -> Decision:
+def _failure_decision(
+    x: _Ctx, role: str, exit_code: int | None, vanished: str | None = None, detail: str = ""
+) -> Decision:
     spec = getattr(x.job.spec.replicas, role)
-    d = on_failure(role, spec.restart_policy, exit_code, x.st.restarts - x.st.preemptions,  # type: ignore[arg-type]
-                   x.job.spec.run_policy.backoff_limit, _recreated(x, role), spec.recreate_limit, detail[-2000:])
+    d = on_failure(
+        role,
+        spec.restart_policy,
+        exit_code,
+        x.st.restarts - x.st.preemptions,  # type: ignore[arg-type]
+        x.job.spec.run_policy.backoff_limit,
+        _recreated(x, role),
+        spec.recreate_limit,
+        detail[-2000:],
+    )
     if vanished:
         d = Decision(d.action, d.reason, d.message.replace(f"{role} vanished", f"{vanished} disappeared"), d.counted)
     return d
@@ -270,19 +294,29 @@ def _recreated(x: _Ctx, role: str) -> int:
     return sum(r.total for name, r in x.st.recreations.items() if name.startswith(prefix))
 
 
-def _training_phase(x: _Ctx, desired: dict[str, dict[str, Any]], current: dict[str, PodObs], replacing: set[str]) -> None:
+def _training_phase(
+    x: _Ctx, desired: dict[str, dict[str, Any]], current: dict[str, PodObs], replacing: set[str]
+) -> None:
     st = x.st
     live = [p for p in current.values() if not p.deleting and p.name not in replacing]
     all_there = len(live) == len(desired)
     # An evaluator that finished its last evaluation is done, not missing.
-    running = all_there and all(p.phase == "Running" or (p.phase == "Succeeded" and p.role == "evaluator") for p in live)
+    running = all_there and all(
+        p.phase == "Running" or (p.phase == "Succeeded" and p.role == "evaluator") for p in live
+    )
     unscheduled = [p for p in live if not p.scheduled]
     if live and not unscheduled:
         x.cond(C.SCHEDULED, "True", "AllPodsScheduled", "")
     elif unscheduled:
-        detail = "; ".join(f"{p.name}: {p.unschedulable_message}" if p.unschedulable_message else p.name for p in unscheduled[:5])
-        x.cond(C.SCHEDULED, "False", "Unschedulable" if any(p.unschedulable_message for p in unscheduled) else "Scheduling",
-               f"{len(unscheduled)} pod(s) not scheduled: {detail}")
+        detail = "; ".join(
+            f"{p.name}: {p.unschedulable_message}" if p.unschedulable_message else p.name for p in unscheduled[:5]
+        )
+        x.cond(
+            C.SCHEDULED,
+            "False",
+            "Unschedulable" if any(p.unschedulable_message for p in unscheduled) else "Scheduling",
+            f"{len(unscheduled)} pod(s) not scheduled: {detail}",
+        )
     if gang_enabled(x.cfg) and live:
         says = next((p.unschedulable_message for p in unscheduled if p.unschedulable_message), "")
         v = gang.condition(pod_group_name(x.job), min_member(x.job), len(live) - len(unscheduled), len(desired), says)
@@ -331,10 +365,21 @@ def _stalled(x: _Ctx, current: dict[str, PodObs]) -> None:
         if policy == "Fail":
             _fail(x, stall.STALLED, f"{verdict.message} (stallPolicy Fail)")
         elif policy == "Restart" and x.st.restarts - x.st.preemptions >= backoff:
-            _fail(x, "BackoffLimitExceeded", f"{verdict.message}; stallPolicy Restart, but backoffLimit {backoff} is used up")
+            _fail(
+                x,
+                "BackoffLimitExceeded",
+                f"{verdict.message}; stallPolicy Restart, but backoffLimit {backoff} is used up",
+            )
         elif policy == "Restart":
-            _restart_job(x, Decision("restart_job", "StallRestart", f"{verdict.message}; stallPolicy Restart: restarting "
-                                     "the job from the latest checkpoint"), current)
+            _restart_job(
+                x,
+                Decision(
+                    "restart_job",
+                    "StallRestart",
+                    f"{verdict.message}; stallPolicy Restart: restarting the job from the latest checkpoint",
+                ),
+                current,
+            )
     else:
         if C.is_true(x.st, stall.STALLED):
             x.event("Normal", stall.RESUMED, "a new checkpoint was written: no longer stalled")
@@ -369,7 +414,7 @@ def _replica_statuses(x: _Ctx) -> None:
 def _set_workers(st: PSTrainingJobStatus, value: str) -> None:
     """``status.workers`` ("2/3", a printer column) when the API model has it."""
     if "workers" in type(st).model_fields:
-        setattr(st, "workers", value)
+        st.workers = value
 
 
 def _restart_job(x: _Ctx, d: Decision, current: dict[str, PodObs]) -> None:
@@ -404,8 +449,11 @@ def _training_done(x: _Ctx, export_manifest: dict[str, Any] | None) -> None:
         st.phase = "Exporting"
         st.export = ExportStatus(job_name=export_manifest["metadata"]["name"])
         x.cond(C.EXPORTING, "True", "ExportStarted", f"export Job {export_manifest['metadata']['name']} created")
-        x.event("Normal", "TrainingSucceeded",
-                f"the chief finished training; exporting the final checkpoint with Job {export_manifest['metadata']['name']}")
+        x.event(
+            "Normal",
+            "TrainingSucceeded",
+            f"the chief finished training; exporting the final checkpoint with Job {export_manifest['metadata']['name']}",
+        )
         _exporting(x, export_manifest)
     else:
         x.event("Normal", "TrainingSucceeded", "the chief finished training; export is disabled")
@@ -418,9 +466,15 @@ def _preflight_pending(x: _Ctx) -> bool:
     e = x.job.spec.export
     # A script-mode program's model exists only after training: nothing to check before, unless a
     # contract module does the export.
-    return (e.enabled and e.preflight and x.job.spec.model.module is not None
-            and x.st.phase == "Pending" and x.st.restarts == 0 and not x.obs.pods
-            and C.get(x.st, C.EXPORT_PREFLIGHT) is None)
+    return (
+        e.enabled
+        and e.preflight
+        and x.job.spec.model.module is not None
+        and x.st.phase == "Pending"
+        and x.st.restarts == 0
+        and not x.obs.pods
+        and C.get(x.st, C.EXPORT_PREFLIGHT) is None
+    )
 
 
 def _preflight(x: _Ctx) -> bool:
@@ -442,9 +496,17 @@ def _preflight(x: _Ctx) -> bool:
     except (ValidationError, ValueError):
         report = None
     if report is None or isinstance(report, ExportFailed) and report.reason in ("InternalError", "Interrupted"):
-        why = f"{report.reason}: {report.message}" if report is not None else (
-            f"exit code {pod.exit_code}: {pod.message[-300:]}" if pod else pj.message or "no result")
-        x.cond(C.EXPORT_PREFLIGHT, "False", "PreflightDidNotRun", f"pre-flight Job {name} gave no verdict ({why}); training anyway")
+        why = (
+            f"{report.reason}: {report.message}"
+            if report is not None
+            else (f"exit code {pod.exit_code}: {pod.message[-300:]}" if pod else pj.message or "no result")
+        )
+        x.cond(
+            C.EXPORT_PREFLIGHT,
+            "False",
+            "PreflightDidNotRun",
+            f"pre-flight Job {name} gave no verdict ({why}); training anyway",
+        )
         x.event("Warning", "PreflightDidNotRun", f"export pre-flight gave no verdict ({why}); training anyway")
         return True
     if isinstance(report, ExportFailed):
@@ -452,16 +514,25 @@ def _preflight(x: _Ctx) -> bool:
         return False
     if not report.ok:
         failed = "; ".join(f.message for f in report.failed if f.label in report.required_failed)
-        _fail(x, "ExportPreflightFailed", f"export pre-flight: required format(s) {', '.join(report.required_failed)} "
-              f"cannot be exported: {failed}")
+        _fail(
+            x,
+            "ExportPreflightFailed",
+            f"export pre-flight: required format(s) {', '.join(report.required_failed)} cannot be exported: {failed}",
+        )
         return False
     if report.failed:
         message = "will not be exported: " + "; ".join(f.message for f in report.failed)
         x.cond(C.EXPORT_PREFLIGHT, "False", "FormatsWillFail", message)
         x.event("Warning", "ExportPreflightWarning", message)
         return True
-    x.cond(C.EXPORT_PREFLIGHT, "True", "PreflightPassed", "converted and verified with fresh weights: " + ", ".join(report.passed)
-           + ("; " + "; ".join(report.warnings) if report.warnings else ""))
+    x.cond(
+        C.EXPORT_PREFLIGHT,
+        "True",
+        "PreflightPassed",
+        "converted and verified with fresh weights: "
+        + ", ".join(report.passed)
+        + ("; " + "; ".join(report.warnings) if report.warnings else ""),
+    )
     return True
 
 
@@ -506,15 +577,33 @@ def _record_export(x: _Ctx, name: str, result: Any) -> None:
     ExportComplete condition with an Event per format that was not exported."""
     if result.ok or result.artifacts or result.failed:
         x.st.export = ExportStatus(
-            job_name=name, step=result.step, path=result.path,
-            artifacts=[Artifact(format=a.format, path=a.path, bytes=a.bytes, sha256=a.sha256,
-                                max_error=a.max_error, quantization=a.quantization) for a in result.artifacts],
-            failed=[FailedArtifact(format=f.format, quantization=f.quantization, reason=f.reason, message=f.message)
-                    for f in result.failed],
+            job_name=name,
+            step=result.step,
+            path=result.path,
+            artifacts=[
+                Artifact(
+                    format=a.format,
+                    path=a.path,
+                    bytes=a.bytes,
+                    sha256=a.sha256,
+                    max_error=a.max_error,
+                    quantization=a.quantization,
+                )
+                for a in result.artifacts
+            ],
+            failed=[
+                FailedArtifact(format=f.format, quantization=f.quantization, reason=f.reason, message=f.message)
+                for f in result.failed
+            ],
         )
     if result.failed:
         labels = ", ".join(f.label for f in result.failed)
-        x.cond(C.EXPORT_COMPLETE, "False", "FormatsFailed", f"not exported: {labels} (status.export.failed has the reasons)")
+        x.cond(
+            C.EXPORT_COMPLETE,
+            "False",
+            "FormatsFailed",
+            f"not exported: {labels} (status.export.failed has the reasons)",
+        )
         for f in result.failed:
             x.event("Warning", "ExportFormatFailed", f"{f.label} not exported: {f.message}")
     elif result.ok:
@@ -533,7 +622,9 @@ def _export_failure(x: _Ctx, name: str, job_message: str) -> str:
             tail = f"; output: {pod.message[-500:]}" if pod.message else ""
             return f"{REASONS_BY_EXIT_CODE[pod.exit_code]} (exit code {pod.exit_code}){tail}"
         if pod.exit_code is not None:
-            return f"exporter died with exit code {pod.exit_code} without a result" + (f": {pod.message[-500:]}" if pod.message else "")
+            return f"exporter died with exit code {pod.exit_code} without a result" + (
+                f": {pod.message[-500:]}" if pod.message else ""
+            )
     return f"export Job {name} failed: {job_message or 'no message'}"
 
 

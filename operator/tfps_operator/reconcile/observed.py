@@ -5,9 +5,9 @@ Parsing raw API objects here keeps :mod:`.machine` free of dict spelunking.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from ..manifests import labels
@@ -136,8 +136,12 @@ def _batch_job(raw: Mapping[str, Any] | BatchJobObs | None) -> BatchJobObs | Non
     return raw if raw is None or isinstance(raw, BatchJobObs) else batch_job_obs(raw)
 
 
-def observe(pods: Iterable[Mapping[str, Any] | PodObs], export_job: Mapping[str, Any] | BatchJobObs | None,
-            existing: Iterable[str], preflight_job: Mapping[str, Any] | BatchJobObs | None = None) -> Observed:
+def observe(
+    pods: Iterable[Mapping[str, Any] | PodObs],
+    export_job: Mapping[str, Any] | BatchJobObs | None,
+    existing: Iterable[str],
+    preflight_job: Mapping[str, Any] | BatchJobObs | None = None,
+) -> Observed:
     """Split the job's pods (selected by ``tfps.dev/job-name``) into trainer, export and pre-flight pods.
 
     Takes raw API objects or their already reduced observations (what the operator's watch indexes hold).

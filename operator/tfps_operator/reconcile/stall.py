@@ -67,9 +67,10 @@ def _message(status: PSTrainingJobStatus, bound: float, since: datetime | None) 
     ck = status.checkpoint
     limit = f"{bound:g}s"
     if ck is not None and ck.step is not None and ck.time is not None and (since is None or ck.time > since):
-        return (f"no new checkpoint for more than {limit}: the last is step {ck.step}, "
-                f"written {ck.time.isoformat()}")
+        return f"no new checkpoint for more than {limit}: the last is step {ck.step}, written {ck.time.isoformat()}"
     if ck is not None and ck.step is not None:
-        return (f"no new checkpoint for more than {limit} since the job became Running at "
-                f"{since.isoformat() if since else 'an unknown time'} (the last checkpoint is step {ck.step})")
+        return (
+            f"no new checkpoint for more than {limit} since the job became Running at "
+            f"{since.isoformat() if since else 'an unknown time'} (the last checkpoint is step {ck.step})"
+        )
     return f"no checkpoint for more than {limit} since the job became Running at {since.isoformat() if since else '?'}"

@@ -15,8 +15,15 @@ from dataclasses import dataclass
 from .observed import PodObs
 
 WAITING = "Waiting"
-CONTAINER_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable",
-                     "CreateContainerConfigError", "CreateContainerError")
+CONTAINER_REASONS = (
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "RegistryUnavailable",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+)
 """Container waiting reasons that do not pass on their own (ContainerCreating, PodInitializing do)."""
 MAX_NAMED = 3
 
@@ -32,7 +39,11 @@ def why(pods: Iterable[PodObs]) -> Waiting | None:
     pods = [p for p in pods if not p.deleting]
     unplaced = [p for p in pods if not p.scheduled and p.unschedulable_message]
     if unplaced:
-        unbound = [p for p in unplaced if "unbound" in p.unschedulable_message and "PersistentVolumeClaim" in p.unschedulable_message]
+        unbound = [
+            p
+            for p in unplaced
+            if "unbound" in p.unschedulable_message and "PersistentVolumeClaim" in p.unschedulable_message
+        ]
         reason = "UnboundClaim" if unbound else "Unschedulable"
         first = (unbound or unplaced)[0]
         return Waiting(reason, f"{_names(unbound or unplaced)} not scheduled: {first.unschedulable_message}")

@@ -42,7 +42,9 @@ def build_model(args):
 
 def _problem():
     rng = np.random.default_rng(7)
-    return rng.normal(size=(FEATURES, CLASSES)).astype(np.float32), rng.normal(size=(CATEGORIES, CLASSES)).astype(np.float32)
+    return rng.normal(size=(FEATURES, CLASSES)).astype(np.float32), rng.normal(size=(CATEGORIES, CLASSES)).astype(
+        np.float32
+    )
 
 
 def dataset(input_context, batch_size, args):

@@ -34,8 +34,13 @@ def dataset(input_context, batch_size, args):
     shard = input_context.input_pipeline_id if input_context is not None else 0
 
     def make(i):
-        pick = tf.random.stateless_uniform([batch_size, 1], seed=tf.stack([tf.cast(shard, tf.int64) + 9, i]), minval=0,
-                                           maxval=len(WORDS), dtype=tf.int64)
+        pick = tf.random.stateless_uniform(
+            [batch_size, 1],
+            seed=tf.stack([tf.cast(shard, tf.int64) + 9, i]),
+            minval=0,
+            maxval=len(WORDS),
+            dtype=tf.int64,
+        )
         return tf.gather(vocab, pick), tf.gather(values, pick)
 
     return tf.data.Dataset.counter().map(make)

@@ -12,8 +12,14 @@ SIZE, CLASSES = 32, 10
 
 
 def build_model(args):
-    model = keras.applications.MobileNetV2(input_shape=(SIZE, SIZE, 3), alpha=float(args.get("alpha", 0.35)),
-                                           weights=None, include_top=True, classes=CLASSES, name="mobilenet_v2")
+    model = keras.applications.MobileNetV2(
+        input_shape=(SIZE, SIZE, 3),
+        alpha=float(args.get("alpha", 0.35)),
+        weights=None,
+        include_top=True,
+        classes=CLASSES,
+        name="mobilenet_v2",
+    )
     for layer in model.layers:  # moving statistics that follow a test's few dozen steps (default 0.999)
         if isinstance(layer, keras.layers.BatchNormalization):
             layer.momentum = float(args.get("bn_momentum", 0.8))
@@ -27,7 +33,12 @@ def _images(seed, n):
     cols = tf.cast(labels % 5, tf.int32) * 6
     yy = tf.range(SIZE)[None, :, None]
     xx = tf.range(SIZE)[None, None, :]
-    patch = (yy >= rows[:, None, None]) & (yy < rows[:, None, None] + 16) & (xx >= cols[:, None, None]) & (xx < cols[:, None, None] + 6)
+    patch = (
+        (yy >= rows[:, None, None])
+        & (yy < rows[:, None, None] + 16)
+        & (xx >= cols[:, None, None])
+        & (xx < cols[:, None, None] + 6)
+    )
     return noise + 0.7 * tf.cast(patch, tf.float32)[..., None], labels
 
 

@@ -25,8 +25,9 @@ inp = keras.Input((4,), name="features")
 model = keras.Model({"features": inp}, keras.layers.Dense(1, name="out")(inp))
 opt = keras.optimizers.SGD(0.1)
 model.compile(opt, "mse")
-manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=opt),
-                                     os.environ["TFPS_CHECKPOINT_DIR"], max_to_keep=2)
+manager = tf.train.CheckpointManager(
+    tf.train.Checkpoint(model=model, optimizer=opt), os.environ["TFPS_CHECKPOINT_DIR"], max_to_keep=2
+)
 for epoch in range(3):
     history = model.fit({"features": x}, y, batch_size=32, epochs=1, verbose=0)
     report(step=int(opt.iterations.numpy()), loss=history.history["loss"][-1])

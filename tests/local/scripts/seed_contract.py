@@ -8,8 +8,9 @@ FEATURES = 8
 
 
 def build_model(args):
-    return tf_keras.Sequential([tf_keras.layers.Dense(16, activation="relu", input_shape=(FEATURES,)),
-                                tf_keras.layers.Dense(1)])
+    return tf_keras.Sequential(
+        [tf_keras.layers.Dense(16, activation="relu", input_shape=(FEATURES,)), tf_keras.layers.Dense(1)]
+    )
 
 
 def dataset(input_context, batch_size, args):

@@ -1,6 +1,7 @@
 """The PS tutorial's trap: a Keras preprocessing layer built at module level, outside strategy.scope()."""
-import tensorflow as tf
+
 import keras
+import tensorflow as tf
 
 from tfps_trainer.examples import linear
 

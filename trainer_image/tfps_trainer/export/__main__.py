@@ -54,8 +54,16 @@ def supervise(argv: list[str]) -> Result:
             for f in (result_file, journal):
                 f.unlink(missing_ok=True)
             skip_file.write_text(json.dumps([f.model_dump(by_alias=True) for f in skipped]))
-            cmd = [sys.executable, "-m", "tfps_trainer.export.worker", *argv, "--result", str(result_file),
-                   "--skip", str(skip_file)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "tfps_trainer.export.worker",
+                *argv,
+                "--result",
+                str(result_file),
+                "--skip",
+                str(skip_file),
+            ]
             child = subprocess.Popen(cmd, env={**os.environ, JOURNAL_ENV: str(journal)})
             rc = child.wait()
             if result_file.is_file():
@@ -63,8 +71,10 @@ def supervise(argv: list[str]) -> Result:
             begun = last_begun(journal)
             if begun is None or any(f.label == begun[0] for f in skipped):
                 where = f"while converting/verifying {begun[0]}" if begun else "before any artifact was produced"
-                return ExportFailed(reason="InternalError", message=(
-                    f"the exporter process died ({_describe(rc)}) {where} without a result; see its log"))
+                return ExportFailed(
+                    reason="InternalError",
+                    message=(f"the exporter process died ({_describe(rc)}) {where} without a result; see its log"),
+                )
             failure = crash_failure(begun[0], begun[1], _describe(rc))
             print(f"tfps_trainer.export: {failure.message}", file=sys.stderr, flush=True)
             skipped.append(failure)

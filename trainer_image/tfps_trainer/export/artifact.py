@@ -9,8 +9,13 @@ from typing import Any
 from .result import artifact_label as label
 
 SIGNATURE = "serving_default"
-FILE_NAMES = {"savedmodel": "savedmodel", "tflite": "model.tflite", "onnx": "model.onnx", "keras": "model.keras",
-              "weights": "model.weights.h5"}
+FILE_NAMES = {
+    "savedmodel": "savedmodel",
+    "tflite": "model.tflite",
+    "onnx": "model.onnx",
+    "keras": "model.keras",
+    "weights": "model.weights.h5",
+}
 
 
 def tflite_name(quantization: str) -> str:

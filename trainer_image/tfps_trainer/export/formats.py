@@ -36,9 +36,10 @@ import logging
 import re
 import shutil
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -50,8 +51,10 @@ _IDENT = re.compile(r"[^A-Za-z0-9_]")
 DEFAULT_CALIBRATION_SAMPLES = 512
 _UNSUPPORTED_TFLITE = re.compile(r"'tf\.(\w+)' op is neither a custom op nor a flex op")
 _TABLE_OPS = {"HashTableV2", "MutableHashTableV2", "LookupTableFindV2", "LookupTableImportV2", "LookupTableSizeV2"}
-LOOKUP_HINT = ("move the StringLookup/IntegerLookup/Hashing step into the dataset (a tf.data map) so the model "
-               "takes the looked-up ids")
+LOOKUP_HINT = (
+    "move the StringLookup/IntegerLookup/Hashing step into the dataset (a tf.data map) so the model "
+    "takes the looked-up ids"
+)
 
 
 @dataclass
@@ -87,7 +90,7 @@ def _output_names(model: Any, out: Any) -> list[str]:
         count = len(out) if isinstance(out, (list, tuple)) else 1
         try:
             candidates = list(getattr(model, "output_names", None) or [])
-        except Exception:  # noqa: BLE001 - subclassed models may raise here
+        except Exception:
             candidates = []
         names = [str(c) for c in candidates] if len(candidates) == count else [f"output_{i}" for i in range(count)]
     names = [_IDENT.sub("_", n) or f"output_{i}" for i, n in enumerate(names)]
@@ -114,7 +117,7 @@ def savedmodel(model: Any, serve: Serving, path: Path, batch: int | None = None)
         archive.track(model)
         archive.add_endpoint(name=SIGNATURE, fn=serve.fn, input_signature=[signature])
         archive.write_out(str(path), verbose=False)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ExportError("ConversionFailed", f"savedmodel: export failed: {one_line(exc)}") from None
     return Artifact(format="savedmodel", rel=path.name, details={"signature": SIGNATURE})
 
@@ -122,7 +125,7 @@ def savedmodel(model: Any, serve: Serving, path: Path, batch: int | None = None)
 def keras_file(model: Any, path: Path) -> Artifact:
     try:
         model.save(str(path))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ExportError("ConversionFailed", f"keras: model.save failed: {one_line(exc)}") from None
     return Artifact(format="keras", rel=path.name)
 
@@ -130,7 +133,7 @@ def keras_file(model: Any, path: Path) -> Artifact:
 def weights_file(model: Any, path: Path) -> Artifact:
     try:
         model.save_weights(str(path))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ExportError("ConversionFailed", f"weights: model.save_weights failed: {one_line(exc)}") from None
     return Artifact(format="weights", rel=path.name)
 
@@ -139,8 +142,9 @@ class TensorListError(ExportError):
     """The converter cannot lower TensorList ops (recurrent layers) with a dynamic batch."""
 
 
-def tflite(saved_model_dir: Path, path: Path, quantization: str = "none",
-           calibration: dict[str, np.ndarray] | None = None) -> Artifact:
+def tflite(
+    saved_model_dir: Path, path: Path, quantization: str = "none", calibration: dict[str, np.ndarray] | None = None
+) -> Artifact:
     lbl = label("tflite", quantization)
     try:
         conv = tf.lite.TFLiteConverter.from_saved_model(str(saved_model_dir), signature_keys=[SIGNATURE])
@@ -158,10 +162,12 @@ def tflite(saved_model_dir: Path, path: Path, quantization: str = "none",
             content = conv.convert()
     except ExportError:
         raise
-    except Exception as exc:  # noqa: BLE001 - ConverterError lists the unsupported ops
+    except Exception as exc:
         raise converter_failure(lbl, exc) from None
     path.write_bytes(content)
-    details = {"calibrationSamples": len(next(iter(calibration.values())))} if quantization == "int8" and calibration else {}
+    details = (
+        {"calibrationSamples": len(next(iter(calibration.values())))} if quantization == "int8" and calibration else {}
+    )
     return Artifact(format="tflite", rel=path.name, quantization=quantization, details=details)
 
 
@@ -170,8 +176,11 @@ def converter_failure(lbl: str, exc: BaseException) -> ExportError:
     text = str(exc)
     ops = sorted(set(_UNSUPPORTED_TFLITE.findall(text)))
     if ops and set(ops) & _TABLE_OPS:
-        return ExportError("ConversionFailed", f"{lbl}: the model has a lookup table LiteRT's built-in ops cannot run "
-                           f"({', '.join(ops)}; built-in hash tables map string<->int64 only): {LOOKUP_HINT}")
+        return ExportError(
+            "ConversionFailed",
+            f"{lbl}: the model has a lookup table LiteRT's built-in ops cannot run "
+            f"({', '.join(ops)}; built-in hash tables map string<->int64 only): {LOOKUP_HINT}",
+        )
     if ops:
         return ExportError(
             "ConversionFailed",
@@ -210,21 +219,39 @@ def onnx(saved_model_dir: Path, path: Path, opset: int, serve: Serving) -> Artif
     logging.getLogger("tf2onnx").setLevel(logging.ERROR)
     try:
         graph_def, inputs, outputs, tables, renames = tf_loader.from_saved_model(
-            str(saved_model_dir), None, None, None, [SIGNATURE], None, False,
-            return_initialized_tables=True, return_tensors_to_rename=True)
+            str(saved_model_dir),
+            None,
+            None,
+            None,
+            [SIGNATURE],
+            None,
+            False,
+            return_initialized_tables=True,
+            return_tensors_to_rename=True,
+        )
         with tf.device("/cpu:0"):
-            proto, _ = convert._convert_common(  # noqa: SLF001 - the body of tf2onnx's --saved-model CLI
-                graph_def, name=SIGNATURE, opset=opset, input_names=inputs, output_names=outputs,
-                tensors_to_rename=renames, initialized_tables=tables, continue_on_error=True)
-    except Exception as exc:  # noqa: BLE001
+            proto, _ = convert._convert_common(
+                graph_def,
+                name=SIGNATURE,
+                opset=opset,
+                input_names=inputs,
+                output_names=outputs,
+                tensors_to_rename=renames,
+                initialized_tables=tables,
+                continue_on_error=True,
+            )
+    except Exception as exc:
         raise ExportError("ConversionFailed", f"{lbl}: conversion failed: {one_line(exc)}") from None
     unknown = sorted({n.op_type for n in proto.graph.node if not _known_onnx_op(n, opset)})
     if set(unknown) & _TABLE_OPS:
-        raise ExportError("ConversionFailed", f"{lbl}: the model has a lookup table tf2onnx cannot map ({', '.join(unknown)}; "
-                          f"only constant string<->int64 tables become ONNX-ML CategoryMapper): {LOOKUP_HINT}")
+        raise ExportError(
+            "ConversionFailed",
+            f"{lbl}: the model has a lookup table tf2onnx cannot map ({', '.join(unknown)}; "
+            f"only constant string<->int64 tables become ONNX-ML CategoryMapper): {LOOKUP_HINT}",
+        )
     try:
         onnx_lib.checker.check_model(proto)
-    except Exception as exc:  # noqa: BLE001 - an unmapped TF op survives as an unknown node
+    except Exception as exc:
         hint = f" (ops tf2onnx could not convert: {', '.join(unknown)})" if unknown else ""
         raise ExportError("ConversionFailed", f"{lbl}: invalid model{hint}: {one_line(exc)}") from None
     if unknown:
@@ -234,8 +261,9 @@ def onnx(saved_model_dir: Path, path: Path, opset: int, serve: Serving) -> Artif
     got_out = [o.name for o in proto.graph.output]
     if sorted(got_in) != sorted(names) or sorted(got_out) != sorted(serve.output_names):
         raise ExportError(
-            "ConversionFailed", f"{lbl}: names changed in conversion: inputs {got_in} outputs {got_out}, "
-            f"expected {names} {serve.output_names}"
+            "ConversionFailed",
+            f"{lbl}: names changed in conversion: inputs {got_in} outputs {got_out}, "
+            f"expected {names} {serve.output_names}",
         )
     path.write_bytes(proto.SerializeToString())
     return Artifact(format="onnx", rel=path.name, opset=opset)
@@ -249,7 +277,7 @@ def _known_onnx_op(node: Any, opset: int) -> bool:
     try:
         defs.get_schema(node.op_type, opset, node.domain)
         return True
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 

@@ -40,6 +40,10 @@ def crash_failure(label: str, phase: str, how: str) -> FormatFailure:
     quantization = rest.rstrip(")") or ("none" if fmt == "tflite" else None)
     reason = "ConversionFailed" if phase == "convert" else "VerificationFailed"
     doing = "converting it" if phase == "convert" else "running it in its runtime"
-    return FormatFailure(format=fmt, quantization=quantization, reason=reason,  # type: ignore[arg-type]
-                         message=f"{label}: the exporter process crashed ({how}) while {doing}; the other "
-                         "formats were exported by a fresh process")
+    return FormatFailure(
+        format=fmt,
+        quantization=quantization,
+        reason=reason,  # type: ignore[arg-type]
+        message=f"{label}: the exporter process crashed ({how}) while {doing}; the other "
+        "formats were exported by a fresh process",
+    )

@@ -33,7 +33,7 @@ import hashlib
 import json
 import os
 import platform
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -76,10 +76,22 @@ def versions() -> dict[str, str]:
     return out
 
 
-def build(*, job: str, namespace: str, model: str, checkpoint_step: int, checkpoint_path: str | None,
-          inputs: list[dict[str, Any]], outputs: list[dict[str, Any]], artifacts: list[dict[str, Any]],
-          failed: list[dict[str, Any]] | None = None, required: list[str] | None = None, complete: bool = True,
-          samples: dict[str, Any] | None = None, source: dict[str, Any] | None = None) -> dict[str, Any]:
+def build(
+    *,
+    job: str,
+    namespace: str,
+    model: str,
+    checkpoint_step: int,
+    checkpoint_path: str | None,
+    inputs: list[dict[str, Any]],
+    outputs: list[dict[str, Any]],
+    artifacts: list[dict[str, Any]],
+    failed: list[dict[str, Any]] | None = None,
+    required: list[str] | None = None,
+    complete: bool = True,
+    samples: dict[str, Any] | None = None,
+    source: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``checkpoint_path`` None: a script-mode program's saved model exported without a checkpoint;
     ``source`` (script mode) says which saved model was exported."""
     if checkpoint_path is not None:
@@ -95,7 +107,7 @@ def build(*, job: str, namespace: str, model: str, checkpoint_step: int, checkpo
         "job": job,
         "namespace": namespace,
         "model": model,
-        "createdAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "createdAt": datetime.now(UTC).isoformat(timespec="seconds"),
         "checkpoint": {"step": checkpoint_step, "path": checkpoint_path},
         **({"source": source} if source is not None else {}),
         "signature": {"name": "serving_default", "inputs": inputs, "outputs": outputs},

@@ -27,12 +27,11 @@ import numpy as np
 
 from ..config import ExportSettings, JobSettings
 from . import formats, manifest, report, source, verify
-from .errors import CANCELLED, ExportError
 from .artifact import FILE_NAMES, Artifact, label, tflite_name
+from .errors import CANCELLED, ExportError
 from .journal import Journal
 from .publish import MANIFEST, Publisher
-from .result import (ArtifactResult, ExportFailed, ExportSucceeded, FormatFailure, PreflightArtifact,
-                     PreflightReport)
+from .result import ArtifactResult, ExportFailed, ExportSucceeded, FormatFailure, PreflightArtifact, PreflightReport
 
 log = logging.getLogger("tfps_trainer.export")
 
@@ -104,8 +103,9 @@ class Prepared:
     checkpoint: source.CheckpointRef | None
 
 
-def prepare(settings: JobSettings, checkpoint: str | None, step: int | None, t: Timings,
-            fresh: bool = False) -> Prepared:
+def prepare(
+    settings: JobSettings, checkpoint: str | None, step: int | None, t: Timings, fresh: bool = False
+) -> Prepared:
     """Load the contract, restore the checkpoint (or build fresh weights), draw the samples, and compute
     the TensorFlow model's reference outputs."""
     t0 = time.perf_counter()
@@ -134,8 +134,10 @@ def prepare(settings: JobSettings, checkpoint: str | None, step: int | None, t: 
     kinds = {name: verify.output_kind(r, labels.get(name), ex.output_kinds.get(name)) for name, r in ref.items()}
     unknown = sorted(set(ex.output_kinds) - set(ref))
     if unknown:
-        raise ExportError("SettingsInvalid", f"export.verify.outputKinds: {', '.join(unknown)} not among the model's "
-                          f"outputs {sorted(ref)}")
+        raise ExportError(
+            "SettingsInvalid",
+            f"export.verify.outputKinds: {', '.join(unknown)} not among the model's outputs {sorted(ref)}",
+        )
     t0 = t.add("restore", t0)
     calibration = None
     if any(tg.quantization == "int8" for tg in targets(ex)):
@@ -143,13 +145,20 @@ def prepare(settings: JobSettings, checkpoint: str | None, step: int | None, t: 
         skip = 0 if contract.fn("sample_inputs") else ex.verify_samples
         calibration = source.samples(contract, args, sig, n_cal, skip=skip, prefer_sample_fn=False).inputs
         t.add("calibration_data", t0)
-    log.info("%s %s from %s; %d verification inputs (%s); outputs %s", "built" if ckpt is None else "restored",
-             contract.module_name, where, ex.verify_samples, drawn.origin,
-             ", ".join(f"{k} ({v})" for k, v in kinds.items()))
+    log.info(
+        "%s %s from %s; %d verification inputs (%s); outputs %s",
+        "built" if ckpt is None else "restored",
+        contract.module_name,
+        where,
+        ex.verify_samples,
+        drawn.origin,
+        ", ".join(f"{k} ({v})" for k, v in kinds.items()),
+    )
     return Prepared(contract, args, sig, as_dict, drawn, model, serve, ref, kinds, labels, calibration, ckpt)
 
 
 # --- producing and judging each artifact ------------------------------------------------------------
+
 
 @dataclass
 class Outcomes:
@@ -161,15 +170,29 @@ class Outcomes:
 
     def fail(self, target: Target, exc: ExportError) -> None:
         log.warning("%s: %s", target.label, exc.message)
-        self.failed.append(FormatFailure(format=target.format, quantization=target.quantization,  # type: ignore[arg-type]
-                                         reason=exc.reason, message=exc.message))
+        self.failed.append(
+            FormatFailure(
+                format=target.format,
+                quantization=target.quantization,  # type: ignore[arg-type]
+                reason=exc.reason,
+                message=exc.message,
+            )
+        )
 
 
 class _Producer:
     """Converts and judges every target into ``stage`` (files of failed targets are removed)."""
 
-    def __init__(self, prep: Prepared, ex: ExportSettings, stage: Path, journal: Journal, t: Timings,
-                 skip: dict[str, FormatFailure], preflight: bool = False) -> None:
+    def __init__(
+        self,
+        prep: Prepared,
+        ex: ExportSettings,
+        stage: Path,
+        journal: Journal,
+        t: Timings,
+        skip: dict[str, FormatFailure],
+        preflight: bool = False,
+    ) -> None:
         self.prep, self.ex, self.stage, self.journal, self.t, self.skip = prep, ex, stage, journal, t, skip
         self.preflight = preflight
         self.work = stage / ".work"
@@ -235,8 +258,10 @@ class _Producer:
                 pass
         if self.saved_model is None:
             why = self.saved_model_error.message if self.saved_model_error else "not written"
-            raise ExportError("ConversionFailed", f"{target.label}: not attempted: the SavedModel it is converted "
-                              f"from could not be written ({why})")
+            raise ExportError(
+                "ConversionFailed",
+                f"{target.label}: not attempted: the SavedModel it is converted from could not be written ({why})",
+            )
         return self.saved_model
 
     def _tflite(self, target: Target, sm: Path) -> Artifact:
@@ -248,31 +273,44 @@ class _Producer:
         except formats.TensorListError as exc:
             if self.fixed_batch_model is not None:
                 raise
-            log.info("%s: dynamic batch failed on TensorList ops (%s); converting with a fixed batch of %d",
-                     target.label, exc.message, RECURRENT_BATCH)
+            log.info(
+                "%s: dynamic batch failed on TensorList ops (%s); converting with a fixed batch of %d",
+                target.label,
+                exc.message,
+                RECURRENT_BATCH,
+            )
             self.fixed_batch_model = self.work / "savedmodel-batch1"
             formats.savedmodel(self.prep.model, self.prep.serve, self.fixed_batch_model, batch=RECURRENT_BATCH)
             artifact = formats.tflite(self.fixed_batch_model, path, q, self.prep.calibration)
         if self.fixed_batch_model is not None:
             artifact.details["batch"] = RECURRENT_BATCH
-            artifact.notes.append(f"fixed batch of {RECURRENT_BATCH}: TFLite lowers recurrent layers (TensorList ops) "
-                                  "to built-ins only with static shapes; feed one example per invoke")
+            artifact.notes.append(
+                f"fixed batch of {RECURRENT_BATCH}: TFLite lowers recurrent layers (TensorList ops) "
+                "to built-ins only with static shapes; feed one example per invoke"
+            )
         return artifact
 
     def _judge(self, target: Target, artifact: Artifact) -> None:
         prep = self.prep
         self.journal.begin(target.format, target.quantization, "verify")
-        path = (self.saved_model if target.format == "savedmodel" else self.stage / artifact.rel)
+        path = self.saved_model if target.format == "savedmodel" else self.stage / artifact.rel
         assert path is not None
         out, iface = verify.run_artifact(artifact, path, prep.samples.inputs, self.runtime)
         limits = verify.tolerance_for(artifact, self.ex)
         judged = verify.judge(artifact, prep.ref, out, limits, prep.kinds, prep.labels)  # type: ignore[arg-type]
         self.out.judgements[target.label] = judged
         size, sha, files = manifest.digest(path)
-        log.info("%s: %d bytes, %s -> %s", artifact.label, size, ", ".join(
-            f"{o.name}: err {o.max_abs_error:.3g}/{o.bound:.3g}"
-            + (f" agree {o.argmax_agreement:.3f}" if o.argmax_agreement is not None else "") for o in judged.outputs),
-            "ok" if judged.passed else "FAILED")
+        log.info(
+            "%s: %d bytes, %s -> %s",
+            artifact.label,
+            size,
+            ", ".join(
+                f"{o.name}: err {o.max_abs_error:.3g}/{o.bound:.3g}"
+                + (f" agree {o.argmax_agreement:.3f}" if o.argmax_agreement is not None else "")
+                for o in judged.outputs
+            ),
+            "ok" if judged.passed else "FAILED",
+        )
         self.out.warnings += [f"{artifact.label}: {w}" for w in judged.warnings]
         if not judged.passed:
             if not (self.preflight and artifact.quantized and judged.finite):
@@ -280,9 +318,18 @@ class _Producer:
             # Untrained weights give near-tied classes and small ranges: a quantized artifact's figures
             # predict little about the trained model's, which the export judges again.
             self.out.warnings.append(f"{judged.failure_text()} on fresh weights (judged again on the trained model)")
-        entry: dict[str, Any] = {"format": artifact.format, "path": artifact.rel, "bytes": size, "sha256": sha,
-                                 "quantization": artifact.quantization, "opset": artifact.opset, **iface,
-                                 **artifact.details, "notes": artifact.notes, "verification": judged.as_json()}
+        entry: dict[str, Any] = {
+            "format": artifact.format,
+            "path": artifact.rel,
+            "bytes": size,
+            "sha256": sha,
+            "quantization": artifact.quantization,
+            "opset": artifact.opset,
+            **iface,
+            **artifact.details,
+            "notes": artifact.notes,
+            "verification": judged.as_json(),
+        }
         if files is not None:
             entry["files"] = files
         self.out.passed.append(entry)
@@ -320,7 +367,9 @@ class _Producer:
 
 def _keras_module(model: Any) -> Any:
     """``tf_keras`` for a model built with it, else Keras 3."""
-    if type(model).__module__.startswith("tf_keras") or any(c.__module__.startswith("tf_keras") for c in type(model).__mro__):
+    if type(model).__module__.startswith("tf_keras") or any(
+        c.__module__.startswith("tf_keras") for c in type(model).__mro__
+    ):
         import tf_keras
 
         return tf_keras
@@ -334,19 +383,25 @@ def _write_report(stage: Path, doc: dict[str, Any]) -> None:
     the export still publishes, with a warning in the log."""
     try:
         report.write(stage / report.REPORT, doc)
-    except Exception:  # noqa: BLE001 - the artifacts and manifest are what the export guarantees
+    except Exception:
         log.warning("report.html could not be written", exc_info=True)
 
 
 # --- the two entry points ---------------------------------------------------------------------------
+
 
 def _no_artifact(out: Outcomes) -> ExportError:
     first = out.failed[0]
     return ExportError(first.reason, "; ".join(f.message for f in out.failed) + "; nothing was published")
 
 
-def export(settings: JobSettings, checkpoint: str | None = None, step: int | None = None,
-           timings: Timings | None = None, skip: dict[str, FormatFailure] | None = None) -> ExportSucceeded | ExportFailed:
+def export(
+    settings: JobSettings,
+    checkpoint: str | None = None,
+    step: int | None = None,
+    timings: Timings | None = None,
+    skip: dict[str, FormatFailure] | None = None,
+) -> ExportSucceeded | ExportFailed:
     """Export the checkpoint; publish every artifact that passed. Raises :class:`ExportError` when nothing
     can be published (then nothing is); returns :class:`ExportFailed` when a required format failed but
     others were published."""
@@ -370,11 +425,17 @@ def export(settings: JobSettings, checkpoint: str | None = None, step: int | Non
         t0 = time.perf_counter()
         missing_required = sorted({f.format for f in out.failed} & required_formats(ex))
         doc = manifest.build(
-            job=settings.job_name, namespace=settings.namespace, model=prep.contract.module_name,
-            checkpoint_step=ckpt_step, checkpoint_path=ckpt_rel or None, source=origin,
+            job=settings.job_name,
+            namespace=settings.namespace,
+            model=prep.contract.module_name,
+            checkpoint_step=ckpt_step,
+            checkpoint_path=ckpt_rel or None,
+            source=origin,
             inputs=[{"name": k, "shape": s.shape.as_list(), "dtype": s.dtype.name} for k, s in prep.signature.items()],
-            outputs=[{"name": k, "shape": [None, *v.shape[1:]], "dtype": str(v.dtype), "kind": prep.kinds[k]}
-                     for k, v in prep.ref.items()],
+            outputs=[
+                {"name": k, "shape": [None, *v.shape[1:]], "dtype": str(v.dtype), "kind": prep.kinds[k]}
+                for k, v in prep.ref.items()
+            ],
             artifacts=out.passed,
             failed=[f.model_dump(by_alias=True) for f in out.failed],
             required=sorted(required_formats(ex)),
@@ -389,22 +450,39 @@ def export(settings: JobSettings, checkpoint: str | None = None, step: int | Non
 
     rel_dir = final.relative_to(pub.root).as_posix()
     artifacts = [
-        ArtifactResult(format=e["format"], path=f"{rel_dir}/{e['path']}", bytes=e["bytes"], sha256=e["sha256"],
-                       max_error=e["verification"]["maxAbsError"], quantization=e["quantization"])
+        ArtifactResult(
+            format=e["format"],
+            path=f"{rel_dir}/{e['path']}",
+            bytes=e["bytes"],
+            sha256=e["sha256"],
+            max_error=e["verification"]["maxAbsError"],
+            quantization=e["quantization"],
+        )
         for e in out.passed
     ]
-    where = {"step": ckpt_step, "path": rel_dir, "manifest": f"{rel_dir}/{MANIFEST}", "artifacts": artifacts,
-             "failed": out.failed}
+    where = {
+        "step": ckpt_step,
+        "path": rel_dir,
+        "manifest": f"{rel_dir}/{MANIFEST}",
+        "artifacts": artifacts,
+        "failed": out.failed,
+    }
     if missing_required:
         first = next(f for f in out.failed if f.format in missing_required)
-        return ExportFailed(reason=first.reason, message=(
-            f"required format(s) {', '.join(missing_required)} failed: {first.message}; the formats that passed "
-            f"were published to {rel_dir} (exports/latest not moved)"), **where)
+        return ExportFailed(
+            reason=first.reason,
+            message=(
+                f"required format(s) {', '.join(missing_required)} failed: {first.message}; the formats that passed "
+                f"were published to {rel_dir} (exports/latest not moved)"
+            ),
+            **where,
+        )
     return ExportSucceeded(**where)
 
 
-def preflight(settings: JobSettings, timings: Timings | None = None,
-              skip: dict[str, FormatFailure] | None = None) -> PreflightReport:
+def preflight(
+    settings: JobSettings, timings: Timings | None = None, skip: dict[str, FormatFailure] | None = None
+) -> PreflightReport:
     """Every requested conversion and verification on fresh weights, in a scratch directory; nothing is
     published. Raises :class:`ExportError` when the model itself cannot be built or run."""
     t = timings or Timings()
@@ -417,9 +495,20 @@ def preflight(settings: JobSettings, timings: Timings | None = None,
         shutil.rmtree(scratch, ignore_errors=True)
     required = required_formats(ex)
     required_failed = [f.label for f in out.failed if f.format in required]
-    checked = [PreflightArtifact(format=e["format"], quantization=e["quantization"], bytes=e["bytes"],
-                                 max_error=e["verification"]["maxAbsError"],
-                                 argmax_agreement=e["verification"]["argmaxAgreement"]) for e in out.passed]
-    return PreflightReport(ok=not required_failed, artifacts=checked, failed=out.failed,
-                           required_failed=required_failed, warnings=out.warnings)
-
+    checked = [
+        PreflightArtifact(
+            format=e["format"],
+            quantization=e["quantization"],
+            bytes=e["bytes"],
+            max_error=e["verification"]["maxAbsError"],
+            argmax_agreement=e["verification"]["argmaxAgreement"],
+        )
+        for e in out.passed
+    ]
+    return PreflightReport(
+        ok=not required_failed,
+        artifacts=checked,
+        failed=out.failed,
+        required_failed=required_failed,
+        warnings=out.warnings,
+    )

@@ -48,25 +48,33 @@ def find_model(settings: JobSettings) -> SavedModelRef:
     for path, kind in candidates:
         if (kind != "savedmodel" and path.is_file()) or (kind == "savedmodel" and (path / "saved_model.pb").is_file()):
             return SavedModelRef(path, kind, str(path.relative_to(root)))
-    raise ExportError("ContractError", (
-        f"script mode: the program saved no model in {model_dir} ($TFPS_MODEL_DIR): save it there with "
-        f"model.save($TFPS_MODEL_DIR) (a SavedModel) or model.save($TFPS_MODEL_DIR/{KERAS_FILE}), or name a "
-        "contract module in spec.model.module for the export"))
+    raise ExportError(
+        "ContractError",
+        (
+            f"script mode: the program saved no model in {model_dir} ($TFPS_MODEL_DIR): save it there with "
+            f"model.save($TFPS_MODEL_DIR) (a SavedModel) or model.save($TFPS_MODEL_DIR/{KERAS_FILE}), or name a "
+            "contract module in spec.model.module for the export"
+        ),
+    )
 
 
 def load_keras_model(ref: SavedModelRef) -> Any:
     """The saved Keras model with its trained weights (Keras 3 first for .keras, else tf_keras)."""
     if ref.kind == "savedmodel" and not (ref.path / "keras_metadata.pb").is_file():
-        raise ExportError("ContractError", (
-            f"{ref.rel}: a SavedModel without Keras metadata (tf.saved_model.save): the export needs a Keras model: "
-            f"save it with model.save(...), or name a contract module in spec.model.module"))
+        raise ExportError(
+            "ContractError",
+            (
+                f"{ref.rel}: a SavedModel without Keras metadata (tf.saved_model.save): the export needs a Keras model: "
+                f"save it with model.save(...), or name a contract module in spec.model.module"
+            ),
+        )
     errors = []
     loaders = ("keras", "tf_keras") if ref.kind == "keras" else ("tf_keras", "keras")
     for name in loaders:
         try:
             module = __import__(name)
             return module.models.load_model(str(ref.path), compile=False)
-        except Exception as exc:  # noqa: BLE001 - try the other Keras
+        except Exception as exc:
             errors.append(f"{name}: {one_line(exc)[:300]}")
     raise ExportError("ContractError", f"{ref.rel}: cannot be loaded as a Keras model ({'; '.join(errors)})")
 
@@ -80,9 +88,13 @@ def _signature(model: Any, rel: str) -> tuple[dict[str, tf.TensorSpec], bool]:
         return {k: tf.TensorSpec(v.shape, v.dtype, name=k) for k, v in nested.items()}, True
     inputs = list(getattr(model, "inputs", None) or [])
     if len(inputs) != 1:
-        raise ExportError("ContractError", (
-            f"{rel}: the export needs a model with one input or a dict of named inputs (it has {len(inputs)} "
-            "positional inputs): give the inputs names with a dict of keras.Input(name=...)"))
+        raise ExportError(
+            "ContractError",
+            (
+                f"{rel}: the export needs a model with one input or a dict of named inputs (it has {len(inputs)} "
+                "positional inputs): give the inputs names with a dict of keras.Input(name=...)"
+            ),
+        )
     t = inputs[0]
     name = _BAD.sub("_", str(getattr(t, "name", "input")).split(":")[0]) or "input"
     if not (name[0].isalpha() or name[0] == "_"):
@@ -106,8 +118,11 @@ def synthetic_inputs(sig: dict[str, tf.TensorSpec], n: int) -> dict[str, np.ndar
         elif dt == tf.string:
             out[name] = rng.integers(0, 10, size=shape).astype(str).astype(object)
         else:
-            raise ExportError("ContractError", f"input {name!r}: no synthetic input for dtype {dt.name}: write "
-                              f"{SAMPLES_FILE} ($TFPS_SAMPLES_FILE) with real inputs")
+            raise ExportError(
+                "ContractError",
+                f"input {name!r}: no synthetic input for dtype {dt.name}: write "
+                f"{SAMPLES_FILE} ($TFPS_SAMPLES_FILE) with real inputs",
+            )
     return out
 
 
@@ -115,14 +130,17 @@ def _read_samples(path: Path, sig: dict[str, tf.TensorSpec]) -> dict[str, np.nda
     try:
         with np.load(path, allow_pickle=False) as data:
             found = {k: data[k] for k in data.files}
-    except Exception as exc:  # noqa: BLE001
-        raise ExportError("ContractError", f"{path.name} ($TFPS_SAMPLES_FILE) cannot be read: {one_line(exc)}") from None
+    except Exception as exc:
+        raise ExportError(
+            "ContractError", f"{path.name} ($TFPS_SAMPLES_FILE) cannot be read: {one_line(exc)}"
+        ) from None
     if len(sig) == 1 and len(found) == 1:
         return {next(iter(sig)): next(iter(found.values()))}
     missing = sorted(set(sig) - set(found))
     if missing:
-        raise ExportError("ContractError", f"{path.name} ($TFPS_SAMPLES_FILE) lacks input(s) {missing}; it has "
-                          f"{sorted(found)}")
+        raise ExportError(
+            "ContractError", f"{path.name} ($TFPS_SAMPLES_FILE) lacks input(s) {missing}; it has {sorted(found)}"
+        )
     return {k: found[k] for k in sig}
 
 
@@ -147,10 +165,16 @@ def contract(settings: JobSettings) -> ModelContract:
         raise ExportError("ContractError", "script mode: the export does not train")
 
     mod = types.ModuleType(f"tfps-program-model:{ref.rel}")
-    mod.__dict__.update(build_model=lambda _args: model, dataset=dataset, loss=unused, optimizer=unused,
-                        input_signature=lambda _args: dict(sig), sample_inputs=sample_inputs,
-                        SAMPLES_ORIGIN="samples_file" if samples_path.is_file() else "synthetic",
-                        SOURCE={"kind": ref.kind, "path": ref.rel})
+    mod.__dict__.update(
+        build_model=lambda _args: model,
+        dataset=dataset,
+        loss=unused,
+        optimizer=unused,
+        input_signature=lambda _args: dict(sig),
+        sample_inputs=sample_inputs,
+        SAMPLES_ORIGIN="samples_file" if samples_path.is_file() else "synthetic",
+        SOURCE={"kind": ref.kind, "path": ref.rel},
+    )
     return ModelContract(module_name=f"program model {ref.rel}", module=mod)
 
 
@@ -162,7 +186,7 @@ def exported_step(settings: JobSettings) -> tuple[int, str]:
         return 0, ""
     try:
         found = checkpoint_step(prefix)
-    except Exception:  # noqa: BLE001 - an unreadable checkpoint does not stop the export of the saved model
+    except Exception:
         return 0, ""
     rel = str(Path(prefix).relative_to(Path(settings.paths.root))) if prefix.startswith(settings.paths.root) else ""
     return (found[0] if found else 0), rel

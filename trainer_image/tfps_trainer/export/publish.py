@@ -36,9 +36,9 @@ import os
 import re
 import secrets
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from .errors import ExportError
 from .safepaths import inside, refuse_symlinks
@@ -97,7 +97,7 @@ class Publisher:
         self._lock_fd: int | None = None
         self.stale_removed: list[str] = []
 
-    def __enter__(self) -> "Publisher":
+    def __enter__(self) -> Publisher:
         try:
             self.exports.mkdir(parents=True, exist_ok=True)
             inside(self.root, self.exports, "exports directory", must_exist=True)

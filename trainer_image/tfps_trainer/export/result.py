@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import os
 from enum import IntEnum
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
@@ -199,7 +199,7 @@ class PreflightReport(_Msg):
         return [a.label for a in self.artifacts]
 
 
-ExportResult = Annotated[Union[ExportSucceeded, ExportFailed], Field(discriminator="ok")]
+ExportResult = Annotated[ExportSucceeded | ExportFailed, Field(discriminator="ok")]
 _ADAPTER: TypeAdapter[ExportSucceeded | ExportFailed] = TypeAdapter(ExportResult)
 
 
@@ -249,7 +249,9 @@ def encode(result: ExportSucceeded | ExportFailed | PreflightReport) -> str:
     short_failed = [f.model_copy(update={"message": _shorten(f.message, 120)}) for f in result.failed]
     result = result.model_copy(update={"failed": short_failed})
     if isinstance(result, ExportFailed):
-        budget = max(200, MAX_MESSAGE_BYTES - 200 - len(result.model_copy(update={"message": ""}).model_dump_json().encode()))
+        budget = max(
+            200, MAX_MESSAGE_BYTES - 200 - len(result.model_copy(update={"message": ""}).model_dump_json().encode())
+        )
         result = result.model_copy(update={"message": _shorten(result.message, budget)})
     line = result.model_dump_json(by_alias=True)
     if len(line.encode()) >= MAX_MESSAGE_BYTES:  # pathological: many failed formats
@@ -282,4 +284,3 @@ def write_termination_log(line: str, path: str | None = None) -> bool:
         return True
     except OSError:
         return False
-

@@ -78,7 +78,7 @@ def _step_of(prefix: Path) -> int:
         reader = tf.train.load_checkpoint(str(prefix))
         if reader.has_tensor(STEP_KEY):
             return int(reader.get_tensor(STEP_KEY))
-    except Exception as exc:  # noqa: BLE001 - unreadable index/data files
+    except Exception as exc:
         raise ExportError("CheckpointCorrupt", f"checkpoint {prefix} cannot be read: {one_line(exc)}") from None
     m = _CKPT.match(prefix.name)
     if not m:
@@ -90,7 +90,7 @@ def input_signature(contract: ModelContract, args: dict[str, Any]) -> dict[str, 
     """The contract's serving inputs, checked: identifier names, TensorSpecs, a None batch dimension."""
     try:
         sig = contract.input_signature(args)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ExportError("ContractError", f"{contract.module_name}.input_signature raised {one_line(exc)}") from None
     if not isinstance(sig, dict) or not sig:
         raise ExportError("ContractError", f"{contract.module_name}.input_signature must return a non-empty dict")
@@ -113,7 +113,7 @@ def call_with_dict(contract: ModelContract, args: dict[str, Any], sig: dict[str,
         return True
     try:
         features = contract.dataset(None, 1, args).element_spec[0]
-    except Exception:  # noqa: BLE001 - fall back to the contract's default for one input
+    except Exception:
         return False
     return isinstance(features, dict)
 
@@ -129,8 +129,15 @@ class Samples:
     """``sample_inputs`` or ``dataset``: where the inputs came from (recorded in the manifest)."""
 
 
-def samples(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.TensorSpec], n: int,
-            *, skip: int = 0, prefer_sample_fn: bool = True) -> Samples:
+def samples(
+    contract: ModelContract,
+    args: dict[str, Any],
+    sig: dict[str, tf.TensorSpec],
+    n: int,
+    *,
+    skip: int = 0,
+    prefer_sample_fn: bool = True,
+) -> Samples:
     """``n`` real inputs: the contract's ``sample_inputs`` or examples ``skip..skip+n`` of its dataset."""
     fn = contract.fn("sample_inputs") if prefer_sample_fn else None
     labels = None
@@ -141,7 +148,7 @@ def samples(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.Ten
             raw, labels = _from_dataset(contract, args, sig, n, skip)
     except ExportError:
         raise
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         src = "sample_inputs" if fn is not None else "dataset"
         raise ExportError("ContractError", f"{contract.module_name}.{src} raised {one_line(exc)}") from None
     if not isinstance(raw, dict):
@@ -156,7 +163,8 @@ def samples(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.Ten
         arr = arr.astype(object) if spec.dtype == tf.string else arr.astype(spec.dtype.as_numpy_dtype)
         if not spec.shape.is_compatible_with(arr.shape):
             raise ExportError(
-                "ContractError", f"{contract.module_name}: sample input {name!r} has shape {arr.shape}, signature {spec.shape}"
+                "ContractError",
+                f"{contract.module_name}: sample input {name!r} has shape {arr.shape}, signature {spec.shape}",
             )
         out[name] = arr
     if any(len(v) < n for v in out.values()):
@@ -165,8 +173,9 @@ def samples(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.Ten
     return Samples(out, labels, origin)
 
 
-def _from_dataset(contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.TensorSpec], n: int,
-                  skip: int) -> tuple[dict[str, np.ndarray], Any]:
+def _from_dataset(
+    contract: ModelContract, args: dict[str, Any], sig: dict[str, tf.TensorSpec], n: int, skip: int
+) -> tuple[dict[str, np.ndarray], Any]:
     ds = contract.dataset(None, n, args)
     got: dict[str, list[np.ndarray]] = {}
     labels: list[Any] = []
@@ -205,29 +214,31 @@ def build_model(contract: ModelContract, args: dict[str, Any], sample: dict[str,
         with keras.saving.custom_object_scope(contract.custom_objects()):
             model = contract.build_model(args)
             model(sample if as_dict else next(iter(sample.values())), training=False)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ExportError("ContractError", f"{contract.module_name}.build_model failed: {one_line(exc)}") from None
     return model
 
 
-def build_and_restore(contract: ModelContract, args: dict[str, Any], ckpt: CheckpointRef,
-                      sample: dict[str, np.ndarray], as_dict: bool) -> Any:
+def build_and_restore(
+    contract: ModelContract, args: dict[str, Any], ckpt: CheckpointRef, sample: dict[str, np.ndarray], as_dict: bool
+) -> Any:
     """Build the contract's model, create its variables, restore ``model`` from the checkpoint."""
     model = build_model(contract, args, sample, as_dict)
     try:
         status = tf.train.Checkpoint(model=model).restore(str(ckpt.prefix))
         status.expect_partial()
         status.assert_existing_objects_matched()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise ExportError(
-            "CheckpointCorrupt", f"checkpoint {ckpt.rel} cannot be restored into {contract.module_name}: {one_line(exc)}"
+            "CheckpointCorrupt",
+            f"checkpoint {ckpt.rel} cannot be restored into {contract.module_name}: {one_line(exc)}",
         ) from None
     for var in model.weights:
         value = np.asarray(var.numpy() if hasattr(var, "numpy") else var)
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
             bad = int(np.size(value) - np.count_nonzero(np.isfinite(value)))
             raise ExportError(
-                "CheckpointCorrupt", f"checkpoint {ckpt.rel}: variable {getattr(var, 'path', var.name)} has {bad} NaN/Inf value(s)"
+                "CheckpointCorrupt",
+                f"checkpoint {ckpt.rel}: variable {getattr(var, 'path', var.name)} has {bad} NaN/Inf value(s)",
             )
     return model
-

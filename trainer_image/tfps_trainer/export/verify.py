@@ -28,15 +28,16 @@ for the quantized TFLite variant.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ..config import ExportSettings, OutputKind, Tolerance
-from .errors import ExportError, one_line
 from .artifact import SIGNATURE, Artifact
+from .errors import ExportError, one_line
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,9 @@ def _merge(default: Limits, given: Tolerance | None) -> Limits:
     return Limits(
         max_abs=default.max_abs if given.max_abs is None else given.max_abs,
         max_rel=default.max_rel if given.max_rel is None else given.max_rel,
-        min_argmax_agreement=(default.min_argmax_agreement if given.min_argmax_agreement is None
-                              else given.min_argmax_agreement),
+        min_argmax_agreement=(
+            default.min_argmax_agreement if given.min_argmax_agreement is None else given.min_argmax_agreement
+        ),
     )
 
 
@@ -90,8 +92,11 @@ def tolerance_for(artifact: Artifact, settings: ExportSettings) -> Limits:
 
 # --- what an output is ----------------------------------------------------------------------------
 
+
 def _integral(a: np.ndarray) -> bool:
-    return a.dtype.kind in "iub" or (a.dtype.kind == "f" and bool(np.all(np.isfinite(a))) and bool(np.all(a == np.round(a))))
+    return a.dtype.kind in "iub" or (
+        a.dtype.kind == "f" and bool(np.all(np.isfinite(a))) and bool(np.all(a == np.round(a)))
+    )
 
 
 def output_kind(ref: np.ndarray, labels: np.ndarray | None, declared: OutputKind | None = None) -> OutputKind:
@@ -140,6 +145,7 @@ def _accuracy(values: np.ndarray, labels: np.ndarray) -> float:
 
 # --- judging --------------------------------------------------------------------------------------
 
+
 @dataclass
 class OutputFigures:
     name: str
@@ -165,9 +171,15 @@ class OutputFigures:
 
     def as_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
-            "name": self.name, "kind": self.kind, "maxAbsError": _finite(self.max_abs_error), "scale": self.scale,
-            "maxRelError": _finite(self.scaled_error), "bound": self.bound, "argmaxAgreement": self.argmax_agreement,
-            "decisiveSamples": self.decisive, "passed": self.passed,
+            "name": self.name,
+            "kind": self.kind,
+            "maxAbsError": _finite(self.max_abs_error),
+            "scale": self.scale,
+            "maxRelError": _finite(self.scaled_error),
+            "bound": self.bound,
+            "argmaxAgreement": self.argmax_agreement,
+            "decisiveSamples": self.decisive,
+            "passed": self.passed,
         }
         if self.accuracy is not None:
             doc["accuracy"] = self.accuracy
@@ -235,8 +247,14 @@ def _finite(x: float) -> float | None:
     return x if np.isfinite(x) else None
 
 
-def judge(artifact: Artifact, ref: dict[str, np.ndarray], out: dict[str, np.ndarray], limits: Limits,
-          kinds: dict[str, OutputKind], labels: dict[str, np.ndarray] | None = None) -> Judgement:
+def judge(
+    artifact: Artifact,
+    ref: dict[str, np.ndarray],
+    out: dict[str, np.ndarray],
+    limits: Limits,
+    kinds: dict[str, OutputKind],
+    labels: dict[str, np.ndarray] | None = None,
+) -> Judgement:
     """Per-output figures and verdicts of ``out`` (the artifact) against ``ref`` (the TensorFlow model)."""
     label = artifact.label
     if set(out) != set(ref):
@@ -260,8 +278,15 @@ def error_quantiles(abs_err: np.ndarray) -> dict[str, float]:
     return {k: float(np.quantile(per_input, q)) for k, q in ERROR_QUANTILES.items()}
 
 
-def _judge_output(name: str, r: np.ndarray, o: np.ndarray, limits: Limits, quantized: bool, kind: OutputKind,
-                  labels: np.ndarray | None) -> OutputFigures:
+def _judge_output(
+    name: str,
+    r: np.ndarray,
+    o: np.ndarray,
+    limits: Limits,
+    quantized: bool,
+    kind: OutputKind,
+    labels: np.ndarray | None,
+) -> OutputFigures:
     r64, o64 = r.astype(np.float64), o.astype(np.float64)
     if not r.size:
         return OutputFigures(name, kind, 0.0, 0.0, 0.0, warning="inconclusive: the output is empty")
@@ -294,12 +319,21 @@ def _judge_output(name: str, r: np.ndarray, o: np.ndarray, limits: Limits, quant
             f.accuracy = {"model": _accuracy(r64, labels), "artifact": _accuracy(o64, labels)}
     problems = []
     if not (quantized and kind == "classification") and err > bound:
-        problems.append(f"max abs error {err:.3g} > {bound:.3g} (maxAbs {limits.max_abs:g} + maxRel {limits.max_rel:g}"
-                        f" × scale {scale:.3g}) over {len(r)} verification inputs")
+        problems.append(
+            f"max abs error {err:.3g} > {bound:.3g} (maxAbs {limits.max_abs:g} + maxRel {limits.max_rel:g}"
+            f" × scale {scale:.3g}) over {len(r)} verification inputs"
+        )
     wanted = limits.min_argmax_agreement
-    if kind == "classification" and wanted is not None and f.argmax_agreement is not None and f.argmax_agreement < wanted:
-        problems.append(f"argmax agreement {f.argmax_agreement:.3f} < minArgmaxAgreement {wanted:g}"
-                        f" (over {f.decisive} decisive inputs)")
+    if (
+        kind == "classification"
+        and wanted is not None
+        and f.argmax_agreement is not None
+        and f.argmax_agreement < wanted
+    ):
+        problems.append(
+            f"argmax agreement {f.argmax_agreement:.3f} < minArgmaxAgreement {wanted:g}"
+            f" (over {f.decisive} decisive inputs)"
+        )
     if problems:
         f.passed, f.problem = False, ", ".join(problems)
     return f
@@ -323,8 +357,9 @@ class Runtime:
     """Run a Keras model on the inputs and name its outputs as the serving signature does."""
 
 
-def run_artifact(artifact: Artifact, path: Path, inputs: dict[str, np.ndarray],
-                 runtime: Runtime | None = None) -> tuple[Outputs, Interface]:
+def run_artifact(
+    artifact: Artifact, path: Path, inputs: dict[str, np.ndarray], runtime: Runtime | None = None
+) -> tuple[Outputs, Interface]:
     """The artifact's outputs on ``inputs`` and its interface, both read from its own runtime."""
     try:
         if artifact.format == "savedmodel":
@@ -345,8 +380,10 @@ def run_artifact(artifact: Artifact, path: Path, inputs: dict[str, np.ndarray],
         return runtime.call(model, inputs), {}
     except ExportError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a runtime refusing the artifact is a verification failure
-        raise ExportError("VerificationFailed", f"{artifact.label}: cannot run in its runtime: {one_line(exc)}") from None
+    except Exception as exc:
+        raise ExportError(
+            "VerificationFailed", f"{artifact.label}: cannot run in its runtime: {one_line(exc)}"
+        ) from None
 
 
 def _spec(name: str, shape: Any, dtype: Any) -> dict[str, Any]:
@@ -359,28 +396,34 @@ def run_savedmodel(path: Path, inputs: dict[str, np.ndarray]) -> tuple[Outputs, 
 
     fn = tf.saved_model.load(str(path)).signatures[SIGNATURE]
     iface = {
-        "inputs": [_spec(k, s.shape.as_list(), s.dtype.as_numpy_dtype) for k, s in fn.structured_input_signature[1].items()],
+        "inputs": [
+            _spec(k, s.shape.as_list(), s.dtype.as_numpy_dtype) for k, s in fn.structured_input_signature[1].items()
+        ],
         "outputs": [_spec(k, s.shape.as_list(), s.dtype.as_numpy_dtype) for k, s in fn.structured_outputs.items()],
     }
     out = fn(**{k: tf.constant(v) for k, v in inputs.items()})
     return {k: v.numpy() for k, v in out.items()}, iface
 
 
-def run_tflite(path: Path, inputs: dict[str, np.ndarray], artifact: Artifact | None = None) -> tuple[Outputs, Interface]:
+def run_tflite(
+    path: Path, inputs: dict[str, np.ndarray], artifact: Artifact | None = None
+) -> tuple[Outputs, Interface]:
     """LiteRT with its default delegates (XNNPACK). A model that fails there but runs on the built-in
     kernels alone is run that way, and the artifact records it (``details.xnnpack``)."""
     try:
         return _tflite_outputs(path, inputs, delegates=True)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         first = one_line(exc, 300)
         try:
             result = _tflite_outputs(path, inputs, delegates=False)
-        except Exception:  # noqa: BLE001 - fails either way: report the runtime users get by default
+        except Exception:
             raise exc from None
         if artifact is not None:
             artifact.details["xnnpack"] = False
-            artifact.notes.append(f"runs only without the XNNPACK delegate (with it: {first}); create the "
-                                  "interpreter with experimental_op_resolver_type=BUILTIN_WITHOUT_DEFAULT_DELEGATES")
+            artifact.notes.append(
+                f"runs only without the XNNPACK delegate (with it: {first}); create the "
+                "interpreter with experimental_op_resolver_type=BUILTIN_WITHOUT_DEFAULT_DELEGATES"
+            )
         return result
 
 
@@ -405,9 +448,17 @@ def _tflite_outputs(path: Path, inputs: dict[str, np.ndarray], delegates: bool) 
     return {k: np.concatenate([np.asarray(c[k]) for c in chunks]) for k in chunks[0]}, iface
 
 
-_ORT_TYPES = {"tensor(float)": "float32", "tensor(double)": "float64", "tensor(int64)": "int64",
-              "tensor(int32)": "int32", "tensor(float16)": "float16", "tensor(bool)": "bool",
-              "tensor(int8)": "int8", "tensor(uint8)": "uint8", "tensor(string)": "object"}
+_ORT_TYPES = {
+    "tensor(float)": "float32",
+    "tensor(double)": "float64",
+    "tensor(int64)": "int64",
+    "tensor(int32)": "int32",
+    "tensor(float16)": "float16",
+    "tensor(bool)": "bool",
+    "tensor(int8)": "int8",
+    "tensor(uint8)": "uint8",
+    "tensor(string)": "object",
+}
 
 
 def run_onnx(path: Path, inputs: dict[str, np.ndarray]) -> tuple[Outputs, Interface]:

@@ -18,20 +18,26 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from ..config import JobSettings, SettingsError  # noqa: E402
-from .errors import CANCELLED, ExportError  # noqa: E402
-from .result import ExportFailed, ExportSucceeded, FormatFailure, PreflightReport  # noqa: E402
+from ..config import JobSettings, SettingsError
+from .errors import CANCELLED, ExportError
+from .result import ExportFailed, ExportSucceeded, FormatFailure, PreflightReport
 
 Result = ExportSucceeded | ExportFailed | PreflightReport
 
 
 def parser(prog: str = "python -m tfps_trainer.export") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Export and verify a checkpoint of the job in TFPS_JOB.")
-    p.add_argument("--checkpoint", default="latest",
-                   help="'latest' (default), a checkpoint prefix or a checkpoint directory, relative to the job root")
+    p.add_argument(
+        "--checkpoint",
+        default="latest",
+        help="'latest' (default), a checkpoint prefix or a checkpoint directory, relative to the job root",
+    )
     p.add_argument("--step", type=int, default=None, help="export checkpoints/ckpt-N (overrides --checkpoint)")
-    p.add_argument("--preflight", action="store_true",
-                   help="convert and verify a model with fresh weights in a scratch directory; publish nothing")
+    p.add_argument(
+        "--preflight",
+        action="store_true",
+        help="convert and verify a model with fresh weights in a scratch directory; publish nothing",
+    )
     return p
 
 
@@ -61,9 +67,11 @@ def attempt(args: argparse.Namespace, skip: list[FormatFailure]) -> Result:
         return exc.to_result()
     except KeyboardInterrupt as exc:
         return ExportFailed(reason="Interrupted", message=f"received {exc or 'SIGINT'}; nothing was published")
-    except Exception as exc:  # noqa: BLE001 - report, never crash without a message
+    except Exception as exc:
         traceback.print_exc()
-        return ExportFailed(reason="InternalError", message=f"{type(exc).__name__}: {' '.join(str(exc).split())[:1000]}")
+        return ExportFailed(
+            reason="InternalError", message=f"{type(exc).__name__}: {' '.join(str(exc).split())[:1000]}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

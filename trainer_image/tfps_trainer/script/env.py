@@ -42,21 +42,24 @@ def samples_file(settings: JobSettings) -> str:
     return str(PurePosixPath(settings.paths.model) / SAMPLES_FILE)
 
 
-def program_env(settings: JobSettings, task_type: str, task_index: int, progress_file: str,
-                base: dict[str, str] | None = None) -> dict[str, str]:
+def program_env(
+    settings: JobSettings, task_type: str, task_index: int, progress_file: str, base: dict[str, str] | None = None
+) -> dict[str, str]:
     """The program's environment: ``base`` (default: ours) plus the documented variables."""
     env = dict(os.environ if base is None else base)
     p = settings.paths
-    env.update({
-        JOB_DIR_ENV: p.root,
-        CHECKPOINT_DIR_ENV: p.checkpoints,
-        TENSORBOARD_DIR_ENV: p.tensorboard,
-        MODEL_DIR_ENV: p.model,
-        SAMPLES_FILE_ENV: samples_file(settings),
-        PROGRESS_FILE_ENV: progress_file,
-        "TFPS_TASK_TYPE": task_type,
-        "TFPS_TASK_INDEX": str(task_index),
-    })
+    env.update(
+        {
+            JOB_DIR_ENV: p.root,
+            CHECKPOINT_DIR_ENV: p.checkpoints,
+            TENSORBOARD_DIR_ENV: p.tensorboard,
+            MODEL_DIR_ENV: p.model,
+            SAMPLES_FILE_ENV: samples_file(settings),
+            PROGRESS_FILE_ENV: progress_file,
+            "TFPS_TASK_TYPE": task_type,
+            "TFPS_TASK_INDEX": str(task_index),
+        }
+    )
     if settings.steps is not None:
         env[STEPS_ENV] = str(settings.steps)
     if settings.code_dir:
@@ -67,6 +70,7 @@ def program_env(settings: JobSettings, task_type: str, task_index: int, progress
 def expand(argv: tuple[str, ...] | list[str], env: dict[str, str]) -> list[str]:
     """Kubernetes' expansion of a container command: ``$(VAR)`` becomes the variable's value when it is
     defined (else stays as written), ``$$`` becomes ``$``."""
+
     def one(m: re.Match[str]) -> str:
         if m.group(0) == "$$":
             return "$"

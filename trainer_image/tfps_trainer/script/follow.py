@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..progress import CheckpointInfo
@@ -45,6 +45,7 @@ def latest_prefix(directory: str) -> str | None:
 def step_key(keys: list[str]) -> str | None:
     """The checkpoint key holding the global step: a ``step``/``global_step`` variable (shallowest
     first), else an optimizer's ``iter``/``iterations``; None when there is neither."""
+
     def name_of(key: str) -> tuple[str, int]:
         core = key[: -len(_SUFFIX)] if key.endswith(_SUFFIX) else key
         parts = core.split("/")
@@ -86,17 +87,21 @@ class CheckpointFollower:
             return None
         try:
             found = checkpoint_step(prefix)
-        except Exception as exc:  # noqa: BLE001 - deleted meanwhile (max_to_keep), or not a TF checkpoint
+        except Exception as exc:
             if os.path.exists(prefix + ".index") and prefix not in self._unreadable:
                 self._unreadable.add(prefix)
-                self.notes.append(f"cannot read checkpoint {prefix}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+                self.notes.append(
+                    f"cannot read checkpoint {prefix}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+                )
             return None  # tried again on the next poll: the state file may name a newer one by then
         self.last_prefix = prefix
         if found is None:
-            self.notes.append(f"checkpoint {prefix} has no step variable ({', '.join(STEP_NAMES + ITERATION_NAMES)}); "
-                              "its step is unknown: checkpoint a tf.Variable named step, or the optimizer")
+            self.notes.append(
+                f"checkpoint {prefix} has no step variable ({', '.join(STEP_NAMES + ITERATION_NAMES)}); "
+                "its step is unknown: checkpoint a tf.Variable named step, or the optimizer"
+            )
             return None
         mtime = os.path.getmtime(prefix + ".index")
-        when = datetime.fromtimestamp(mtime, timezone.utc).isoformat(timespec="seconds")
+        when = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="seconds")
         self.latest = CheckpointInfo(step=found[0], path=prefix, time=when)
         return self.latest

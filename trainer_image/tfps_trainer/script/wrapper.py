@@ -94,7 +94,7 @@ class _ChiefWatch(threading.Thread):
             step = max(info.step, self.progress.snapshot()["step"])
             self.progress.update(checkpoint=info, step=step)
             print(f"tfps-trainer chief: checkpoint step {info.step} -> {info.path}", flush=True)
-        for note in self.follower.notes[self._noted:]:
+        for note in self.follower.notes[self._noted :]:
             print(f"tfps-trainer chief: {note}", flush=True)
         self._noted = len(self.follower.notes)
         doc = read_report(self.progress_file)
@@ -144,18 +144,32 @@ def run(task: TaskConfig, settings: JobSettings) -> int:
 
         progress = progress_mod.Progress(role="chief", target_steps=settings.steps or 0, job=settings.job_name)
         server = progress_mod.serve(progress, settings.progress_port)
-        print(f"tfps-trainer {role}: progress on http://{server.httpd.server_address[0]}:{server.port}/status", flush=True)
+        print(
+            f"tfps-trainer {role}: progress on http://{server.httpd.server_address[0]}:{server.port}/status", flush=True
+        )
         watch = _ChiefWatch(settings, progress, progress_file)
         watch.start()
     print(f"tfps-trainer {role}: running {' '.join(argv)}", flush=True)
     try:
         try:
-            child = subprocess.Popen(argv, env=env, cwd=settings.code_dir or None, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            child = subprocess.Popen(
+                argv,
+                env=env,
+                cwd=settings.code_dir or None,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
         except OSError as exc:
-            return _fail(role, progress, TrainerError(
-                f"cannot start program {' '.join(argv)[:200]}: {exc.strerror or exc}"
-                + (f" ({exc.filename})" if getattr(exc, "filename", None) else ""), exitcodes.PROGRAM_NOT_FOUND))
+            return _fail(
+                role,
+                progress,
+                TrainerError(
+                    f"cannot start program {' '.join(argv)[:200]}: {exc.strerror or exc}"
+                    + (f" ({exc.filename})" if getattr(exc, "filename", None) else ""),
+                    exitcodes.PROGRAM_NOT_FOUND,
+                ),
+            )
         received: set[int] = set()
 
         def forward(signum: int, _frame: Any) -> None:
