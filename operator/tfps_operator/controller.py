@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from . import metrics
+from .api import parse
 from .api.models import PSTrainingJob, PSTrainingJobStatus
-from .api.validate import validate_job
 from .kube.client import ApiError, Kube
 from .kube.executor import Outcome, dry_run, execute, minor_status_change, post_events, status_patch
 from .kube.watched import RecentWrites, Views
@@ -57,7 +57,7 @@ def parse_job(body: dict[str, Any]) -> PSTrainingJob:
     # start, starving the newest jobs). An object stored under an older CRD that breaks a newer rule
     # still ends cleanly: a builder refuses it (InvalidSpec) or the API server refuses its pods
     # (CreateFailed, with the server's message).
-    return validate_job({k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body}, rules=False)
+    return parse.parse_job({k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body})
 
 
 def now() -> datetime:
