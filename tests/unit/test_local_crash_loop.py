@@ -1,4 +1,4 @@
-"""`tfps run` recreates a crashing process on the operator's crash-loop back-off (reconcile.crashloop)."""
+"""`tfps run` recreates a crashing process on the crash-loop rule of reconcile.crashloop, with its local schedule."""
 
 from __future__ import annotations
 
@@ -33,16 +33,30 @@ def later(seconds: float):
     return T0 + timedelta(seconds=seconds)
 
 
-def test_a_crashing_worker_is_recreated_at_once_then_after_the_operators_growing_back_off(tmp_path):
+def test_a_crashing_worker_is_recreated_at_once_then_after_a_growing_local_back_off(tmp_path):
     s = supervisor(tmp_path)
     worker = Task("worker", 0)
     assert s._count_recreation(worker, T0) == 0.0
-    # failed again 3 s after its recreation: 10 s after that recreation, as the operator waits
-    assert s._count_recreation(worker, later(3)) == 7.0
-    # recreated at 10 s, failed at 11 s: 20 s after 10 s
-    assert s._count_recreation(worker, later(11)) == 19.0
-    assert s._recreations[worker].recent == 3 and s._recreations[worker].last == later(30)
-    assert crashloop.delay(3) == 40.0  # the next one would wait 40 s: the operator's table
+    # failed again 1 s after its recreation: 2 s after that recreation
+    assert s._count_recreation(worker, later(1)) == 1.0
+    # recreated at 2 s, failed at 3 s: 4 s after 2 s
+    assert s._count_recreation(worker, later(3)) == 3.0
+    assert s._recreations[worker].recent == 3 and s._recreations[worker].last == later(6)
+    assert crashloop.delay(3, crashloop.LOCAL) == 8.0  # the next one would wait 8 s
+    assert crashloop.delay(10, crashloop.LOCAL) == 30.0  # capped at 30 s
+
+
+def test_the_local_schedule_is_the_operators_rule_with_shorter_delays():
+    for count in range(12):
+        local, operator = crashloop.delay(count, crashloop.LOCAL), crashloop.delay(count)
+        assert local <= operator
+        assert (local == 0) == (operator == 0)
+    assert crashloop.delay(4) == 80.0 and crashloop.delay(4, crashloop.LOCAL) == 16.0
+
+
+def test_a_replica_failing_for_days_does_not_overflow_the_delay():
+    assert crashloop.delay(5000) == crashloop.MAX_SECONDS
+    assert crashloop.delay(5000, crashloop.LOCAL) == crashloop.LOCAL.max_seconds
 
 
 def test_ten_quiet_minutes_start_the_back_off_over_but_keep_the_count(tmp_path):
@@ -50,7 +64,7 @@ def test_ten_quiet_minutes_start_the_back_off_over_but_keep_the_count(tmp_path):
     worker = Task("worker", 0)
     s._count_recreation(worker, T0)
     s._count_recreation(worker, later(3))
-    assert s._count_recreation(worker, later(10 + crashloop.RESET_AFTER_SECONDS)) == 0.0
+    assert s._count_recreation(worker, later(10 + crashloop.LOCAL.reset_after_seconds)) == 0.0
     assert (s._recreations[worker].recent, s._recreations[worker].total) == (1, 3)
 
 

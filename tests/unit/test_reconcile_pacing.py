@@ -95,3 +95,8 @@ def test_an_event_after_a_quiet_spell_is_acted_on_at_once():
 def test_a_timed_pass_and_a_zero_settle_never_wait():
     assert settle_delay(woken_by_event=False, since_last_pass=0.05, settle=0.2) == 0.0
     assert settle_delay(woken_by_event=True, since_last_pass=0.0, settle=0.0) == 0.0
+
+
+def test_a_pass_failing_for_days_waits_the_cap_without_overflowing():
+    assert pacing.retry_delay(5000, base=1.0, cap=300.0) == 300.0
+    assert pacing.progress_wait(0.0, 5000, now=0.0, interval=3.0, interval_max=60.0) == 60.0

@@ -3,7 +3,7 @@
 One loop in the main thread: start ps, workers, evaluator and chief with TF_CONFIG on loopback
 ports; poll them and the chief's progress; on a failure ask ``reconcile.failure_policy`` what to do
 (recreate one process, restart everything from the latest checkpoint, or give up). A process
-recreated alone waits out the operator's crash-loop back-off (``reconcile.crashloop``). The chief
+recreated alone waits out the crash-loop back-off of ``reconcile.crashloop`` (its local schedule). The chief
 exiting 0 means training is done.
 """
 
@@ -261,10 +261,10 @@ class Supervisor:
 
     def _count_recreation(self, task: Task, now: datetime) -> float:
         """Record one more recreation of ``task`` and return the seconds until it may start: its
-        crash-loop back-off, counted from its previous recreation as the operator counts it."""
+        crash-loop back-off (the local schedule), counted from its previous recreation as the operator counts it."""
         entry = self._recreations.get(task)
-        when = crashloop.not_before(entry, now) or now
-        self._recreations[task] = crashloop.record(entry, when)
+        when = crashloop.not_before(entry, now, crashloop.LOCAL) or now
+        self._recreations[task] = crashloop.record(entry, when, crashloop.LOCAL)
         return (when - now).total_seconds()
 
     def _poll_progress(self) -> None:

@@ -12,11 +12,16 @@ RECHECK_AFTER_ACTING_SECONDS = 5.0
 events, and if one does not, the job is looked at anyway."""
 
 
+def _doubling(times: int) -> float:
+    """2**times, the exponent capped so a count that grows for days cannot overflow a float."""
+    return float(2 ** max(0, min(times, 62)))
+
+
 def progress_wait(last_write: float, progress_writes: int, now: float, interval: float, interval_max: float) -> float:
     """Seconds until a progress-only status change may be written (0 or less: now). The spacing is
     ``interval`` after the last write, doubling with each progress-only write in a row
     (``progress_writes``), up to ``interval_max`` (a long start is reported at 3, 9, 21, 45, 75 s...)."""
-    spacing = min(interval * float(2**progress_writes), max(interval_max, interval))
+    spacing = min(interval * _doubling(progress_writes), max(interval_max, interval))
     return last_write + spacing - now
 
 
@@ -35,7 +40,7 @@ def deferred_write_delay(wait: float, requeue_after: float | None) -> float:
 def retry_delay(failures: int, base: float, cap: float) -> float:
     """Seconds before the next pass after the ``failures``-th failed pass in a row (a child the API
     server would not create, or an error): ``base``, doubling with each further failure, up to ``cap``."""
-    return min(cap, base * float(2 ** (failures - 1)))
+    return min(cap, base * _doubling(failures - 1))
 
 
 def next_pass(acted: bool, requeue_after: float | None, resync: float) -> float:
