@@ -98,5 +98,5 @@ def test_a_timed_pass_and_a_zero_settle_never_wait():
 
 
 def test_a_pass_failing_for_days_waits_the_cap_without_overflowing():
-    assert pacing.retry_delay(5000, base=1.0, cap=300.0) == 300.0
-    assert pacing.progress_wait(0.0, 5000, now=0.0, interval=3.0, interval_max=60.0) == 60.0
+    assert retry_delay(5000, base=1.0, cap=300.0) == 300.0
+    assert progress_wait(0.0, 5000, now=0.0, interval=3.0, interval_max=60.0) == 60.0
