@@ -21,13 +21,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from . import metrics
+from .api import parse
 from .api.models import PSTrainingJob, PSTrainingJobStatus
-from .api.validate import validate_job
 from .kube.client import ApiError, Kube
-from .kube.executor import Outcome, dry_run, execute, minor_status_change, post_events, status_patch
+from .kube.executor import ExecutionResult, dry_run, execute, post_events
 from .kube.watched import RecentWrites, Views
 from .manifests import names
-from .reconcile import admission
+from .reconcile import admission, pacing, writes
 from .reconcile.machine import creation_failed, invalid_spec, reconcile
 from .reconcile.observed import observe
 from .reconcile.plan import Plan
@@ -57,7 +57,7 @@ def parse_job(body: dict[str, Any]) -> PSTrainingJob:
     # start, starving the newest jobs). An object stored under an older CRD that breaks a newer rule
     # still ends cleanly: a builder refuses it (InvalidSpec) or the API server refuses its pods
     # (CreateFailed, with the server's message).
-    return validate_job({k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body}, rules=False)
+    return parse.parse_job({k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body})
 
 
 def now() -> datetime:
@@ -89,7 +89,8 @@ def _rv(body: Mapping[str, Any]) -> int:
 @dataclass
 class _JobState:
     wake: asyncio.Event
-    create_failures: int = 0
+    failed_passes: int = 0
+    """Passes in a row that failed (a child not created, or an error): the retry back-off grows with them."""
     recent: RecentWrites = field(default_factory=RecentWrites)
     written: dict[str, Any] | None = None
     """The job as our last status write (or a re-read after a conflict) returned it, until the watch
@@ -100,14 +101,14 @@ class _JobState:
     """Progress-only status writes since the last significant one: each doubles the wait for the next."""
 
     def progress_wait(self, settings: OperatorSettings, now: float) -> float:
-        """Seconds until a progress-only status change may be written: the interval after the last
-        write, doubling with each progress-only write in a row (a long start is reported at 3, 9,
-        21, 45, 75 s...), up to the maximum; a significant write resets it."""
-        spacing = min(
-            settings.status_interval_seconds * 2**self.progress_writes,
-            max(settings.status_interval_max_seconds, settings.status_interval_seconds),
+        """Seconds until a progress-only status change may be written (:func:`.pacing.progress_wait`)."""
+        return pacing.progress_wait(
+            self.last_status_write,
+            self.progress_writes,
+            now,
+            settings.status_interval_seconds,
+            settings.status_interval_max_seconds,
         )
-        return self.last_status_write + spacing - now
 
     def freshest(self, live: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """The newer of the watch's body and our own last write. A shallow copy: Kopf replaces the
@@ -153,19 +154,19 @@ class Controller:
         state = self.jobs[key] = _JobState(asyncio.Event())
         try:
             await self._await_finalizer(body, state, stopped)
-            settle = self.settings.settle_seconds
             while not stopped:
                 state.wake.clear()
                 delay = await self.reconcile_once(namespace, name, state, body, views)
                 if delay is None:
                     return
-                delay = min(delay, self.settings.resync_seconds)
+                delay = pacing.sleep_before_next_pass(delay, self.settings.resync_seconds)
                 if delay > 0:
                     done = time.monotonic()
                     await _sleep(delay, state.wake, stopped)
-                    # An event after a quiet spell is acted on at once (a chief's exit); one that
-                    # follows the last pass closely is likely part of a burst: let the rest land.
-                    if state.wake.is_set() and settle > 0 and time.monotonic() - done < settle:
+                    settle = pacing.settle_delay(
+                        state.wake.is_set(), time.monotonic() - done, self.settings.settle_seconds
+                    )
+                    if settle > 0:
                         await _sleep(settle, asyncio.Event(), stopped)
         finally:
             if self.jobs.get(key) is state:
@@ -225,9 +226,10 @@ class Controller:
             metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
 
     def _backoff(self, state: _JobState) -> float:
-        state.create_failures += 1
-        s = self.settings
-        return min(s.retry_max_seconds, s.retry_base_seconds * 2 ** (state.create_failures - 1))
+        state.failed_passes += 1
+        return pacing.retry_delay(
+            state.failed_passes, self.settings.retry_base_seconds, self.settings.retry_max_seconds
+        )
 
     def _decide(
         self,
@@ -269,16 +271,16 @@ class Controller:
         return admission.verdict(current, generation, refusals, t)
 
     @staticmethod
-    def _remember(state: _JobState, outcome: Outcome, progress_only: bool = False) -> None:
-        if outcome.status_written:
+    def _remember(state: _JobState, applied: ExecutionResult, progress_only: bool = False) -> None:
+        if applied.status_written:
             state.last_status_write = time.monotonic()
-            state.progress_writes = state.progress_writes + 1 if progress_only else 0
-        for obj in outcome.created:
+            state.progress_writes = pacing.progress_writes_after_write(state.progress_writes, progress_only)
+        for obj in applied.created:
             state.recent.record_create(obj)
-        for uid in outcome.deleted:
+        for uid in applied.deleted:
             state.recent.record_delete(uid)
-        if outcome.written is not None:
-            state.written = outcome.written
+        if applied.written is not None:
+            state.written = applied.written
 
     async def _reconcile(
         self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any], views: Views
@@ -294,44 +296,43 @@ class Controller:
         if plan.validate:
             plan = await self._admitted(plan, current, meta.get("generation"), t)
         acted = bool(plan.actions)
-        outcome: Outcome | None = None
-        if current.phase is None and plan.creates():
-            # A brand-new job: nothing is counted yet (no restart to make durable first), so its
-            # children may go before its first status, which then reports them: one write, not two.
-            outcome = await execute(self.kube, body, current, Plan(status=current, actions=list(plan.actions)))
-            self._remember(state, outcome)
-            if not outcome.create_failures:
-                plan, outcome = self._decide(namespace, name, state, body, current, views, t), None
-        if outcome is None:
-            progress_only = not plan.actions and not plan.events and minor_status_change(current, plan.status)
-            if progress_only:
+        applied: ExecutionResult | None = None
+        children = writes.children_first(current, plan)
+        if children is not None:  # a brand-new job: its children, then a fresh decision that reports them
+            applied = await execute(self.kube, body, current, children)
+            self._remember(state, applied)
+            if not applied.create_failures:
+                plan, applied = self._decide(namespace, name, state, body, current, views, t), None
+        if applied is None:
+            deferrable = writes.progress_only(current, plan)
+            if deferrable:
                 wait = state.progress_wait(self.settings, time.monotonic())
                 if wait > 0:  # only progress moved: write it with the next change, or in `wait` seconds
-                    return wait if plan.requeue_after is None else min(wait, plan.requeue_after)
-            outcome = await execute(self.kube, body, current, plan)
-            self._remember(state, outcome, progress_only)
+                    return pacing.deferred_write_delay(wait, plan.requeue_after)
+            applied = await execute(self.kube, body, current, plan)
+            self._remember(state, applied, deferrable)
         else:  # children failed before any status: report them with the plan's own status and Events
             await post_events(self.kube, body, plan.events)
-        if outcome.conflict:
+        if applied.conflict:
             # The job changed since the body we hold (the watch is behind): read it once, decide again.
             state.written = await self.kube.get("PSTrainingJob", namespace, name)
             return 0.0 if state.written is not None else None
         key = f"{namespace}/{name}"
         metrics.set_phase(key, plan.status.phase)
         metrics.set_job(key, plan.status, (body["spec"].get("training") or {}).get("steps"))
-        if outcome.status_written:
+        if applied.status_written:
             for fmt, result in metrics.export_outcomes(current, plan.status):
                 metrics.EXPORT_ARTIFACTS.labels(format=fmt, result=result).inc()
         for role in plan.recreated:
             metrics.POD_RESTARTS.labels(role=role).inc()
         if plan.job_restarted:
             metrics.JOB_RESTARTS.inc()
-        if outcome.create_failures:
-            changed, event = creation_failed(plan.status, meta.get("generation"), outcome.create_failures, t)
+        if applied.create_failures:
+            changed, event = creation_failed(plan.status, meta.get("generation"), applied.create_failures, t)
             if changed:
                 try:
                     state.written = await self.kube.patch_status(
-                        namespace, name, status_patch(plan.status), outcome.resource_version
+                        namespace, name, writes.status_patch(plan.status), applied.resource_version
                     )
                 except ApiError as exc:
                     if exc.status not in (404, 409):
@@ -339,8 +340,5 @@ class Controller:
             if event:
                 await post_events(self.kube, body, [event])
             return self._backoff(state)
-        state.create_failures = 0
-        if acted or plan.actions:
-            # Our own writes will come back as events; look again soon in case they do not.
-            return min(plan.requeue_after or self.settings.resync_seconds, 5.0)
-        return plan.requeue_after if plan.requeue_after is not None else self.settings.resync_seconds
+        state.failed_passes = 0
+        return pacing.next_pass(acted or bool(plan.actions), plan.requeue_after, self.settings.resync_seconds)

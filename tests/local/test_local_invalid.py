@@ -139,7 +139,7 @@ def test_plan_applies_overrides(tmp_path):
     job.write_text(VALID)
     args = _args(job, tmp_path / "w", steps=7)
     args.no_export = True
-    plan = local_cli.plan_from_args(args)
+    plan = local_cli.local_job_from_args(args)
     assert plan.settings.steps == 7
     assert plan.settings.export.enabled is False
     assert plan.root == (tmp_path / "w" / "default" / "quick").resolve()

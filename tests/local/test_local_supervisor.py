@@ -73,7 +73,7 @@ class Recorder:
 
 def run(
     tmp_path: Path, job: PSTrainingJob, display: Recorder, env: dict[str, str] | None = None
-) -> tuple[Supervisor, sup.Outcome]:
+) -> tuple[Supervisor, sup.TrainingResult]:
     plan = LocalJob(job=job, settings=job_settings(job, mount_path=str(tmp_path)), trainer=FAKE)
     s = Supervisor(plan, display, poll_interval=0.1, grace=3, port_race_settle=1.0)
     old = dict(os.environ)
@@ -222,8 +222,8 @@ def test_lost_port_race_restarts_on_fresh_ports(tmp_path, monkeypatch):
 RUNNER = textwrap.dedent("""
     import dataclasses, sys
     from tfps_operator.local import cli
-    real = cli.plan_from_args
-    cli.plan_from_args = lambda a: dataclasses.replace(real(a), trainer=tuple(sys.argv[1:3]))
+    real = cli.local_job_from_args
+    cli.local_job_from_args = lambda a: dataclasses.replace(real(a), trainer=tuple(sys.argv[1:3]))
     sys.exit(cli.main(cli.argparse.Namespace(file=sys.argv[3], workdir=sys.argv[4], steps=None, no_export=True)))
 """)
 

@@ -241,7 +241,7 @@ def test_existing_children_are_only_those_this_job_controls():
 
 def test_only_counts_and_wording_count_as_a_minor_status_change():
     from tfps_operator.api.models import PSTrainingJobStatus
-    from tfps_operator.kube.executor import minor_status_change
+    from tfps_operator.reconcile.writes import minor_status_change
 
     def st(**kw: Any) -> PSTrainingJobStatus:
         base = {
@@ -292,18 +292,18 @@ def test_a_pass_that_only_moves_counts_right_after_a_write_defers_it():
 def test_progress_only_writes_space_out_and_a_significant_write_resets_them():
     import dataclasses
 
-    from tfps_operator.kube.executor import Outcome
+    from tfps_operator.kube.executor import ExecutionResult
 
     settings = dataclasses.replace(SETTINGS, status_interval_seconds=3.0, status_interval_max_seconds=30.0)
     state = _JobState(asyncio.Event())
     waits = []
     for _ in range(6):  # six progress-only writes in a row
-        Controller._remember(state, Outcome(status_written=True), progress_only=True)
+        Controller._remember(state, ExecutionResult(status_written=True), progress_only=True)
         waits.append(round(state.progress_wait(settings, state.last_status_write), 6))
     assert waits == [6.0, 12.0, 24.0, 30.0, 30.0, 30.0]
-    Controller._remember(state, Outcome(status_written=False), progress_only=True)  # nothing written: no change
+    Controller._remember(state, ExecutionResult(status_written=False), progress_only=True)  # nothing written: no change
     assert state.progress_writes == 6
-    Controller._remember(state, Outcome(status_written=True))  # a phase change, say
+    Controller._remember(state, ExecutionResult(status_written=True))  # a phase change, say
     assert state.progress_writes == 0 and state.progress_wait(settings, state.last_status_write) == 3.0
 
 

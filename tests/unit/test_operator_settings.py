@@ -7,7 +7,7 @@ from argparse import Namespace
 import pytest
 
 from tfps_operator.api.models import PSTrainingJobStatus
-from tfps_operator.kube.executor import status_patch
+from tfps_operator.reconcile.writes import status_patch
 from tfps_operator.runner import kopf_kwargs
 from tfps_operator.settings import from_args
 

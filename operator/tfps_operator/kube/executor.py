@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..api.models import PSTrainingJobStatus
-from ..reconcile.conditions import SCHEDULED
 from ..reconcile.plan import Create, Delete, DeleteOwner, DeletePods, Event, Plan
+from ..reconcile.writes import status_write
 from .client import ApiError, ChildConflict, Kube
 
 log = logging.getLogger(__name__)
@@ -18,72 +18,12 @@ log = logging.getLogger(__name__)
 CONCURRENCY = 16
 """Child requests in flight at once for one job."""
 
-OWNED_STATUS_FIELDS = (
-    "phase",
-    "conditions",
-    "observedGeneration",
-    "replicaStatuses",
-    "restarts",
-    "startTime",
-    "completionTime",
-    "export",
-    "workers",
-    "checkpoint",
-    "preemptions",
-    "recreations",
-    "reason",
-)
-"""The status fields the reconciler writes; ``progress`` belongs to the progress monitor. ``checkpoint``
-is written by both: the monitor while the chief runs, the reconciler from the chief's success summary
-(its writes are conditional on resourceVersion; the monitor stops once the job leaves Running)."""
-
-
-def status_patch(status: PSTrainingJobStatus) -> dict[str, Any]:
-    """The owned fields of ``status`` in wire form; absent ones as null so a merge patch removes them."""
-    wire = status.to_wire()
-    fields = [f for f in OWNED_STATUS_FIELDS if f in wire or _has_alias(f)]
-    return {f: wire.get(f) for f in fields}
-
-
-SIGNIFICANT_STATUS_FIELDS = (
-    "phase",
-    "restarts",
-    "observedGeneration",
-    "startTime",
-    "completionTime",
-    "export",
-    "checkpoint",
-    "preemptions",
-    "recreations",
-    "reason",
-)
-
-
-def minor_status_change(old: PSTrainingJobStatus, new: PSTrainingJobStatus) -> bool:
-    """True when ``new`` differs from ``old`` only in progress on the way to Running: counts
-    (``replicaStatuses``, ``workers``), a condition's wording, or ``Scheduled`` turning True. Such a
-    change can wait a moment and be written with the next one. Phases, restarts, problems
-    (a condition turning False or changing reason) and everything else are written at once."""
-    a, b = status_patch(old), status_patch(new)
-    if a == b or any(a.get(k) != b.get(k) for k in SIGNIFICANT_STATUS_FIELDS):
-        return False
-
-    def shape(conds: Any) -> dict[Any, tuple[Any, ...]]:
-        return {c.get("type"): (c.get("status"), c.get("reason")) for c in conds or []}
-
-    before, after = shape(a.get("conditions")), shape(b.get("conditions"))
-    if before.get(SCHEDULED) != after.get(SCHEDULED) and (after.get(SCHEDULED) or ("",))[0] == "True":
-        before.pop(SCHEDULED, None)
-        after.pop(SCHEDULED, None)
-    return before == after
-
-
-def _has_alias(wire_name: str) -> bool:
-    return any(fld.alias == wire_name for fld in PSTrainingJobStatus.model_fields.values())
-
 
 @dataclass
-class Outcome:
+class ExecutionResult:
+    """What carrying out a plan did: whether the status was written, the children created and deleted,
+    and which creates failed."""
+
     status_written: bool = False
     conflict: bool = False
     """The job changed under us (status write refused by resourceVersion): reconcile again now."""
@@ -97,12 +37,14 @@ class Outcome:
     """uids of the children deleted now."""
 
 
-async def execute(kube: Kube, body: Mapping[str, Any], current: PSTrainingJobStatus, plan: Plan) -> Outcome:
+async def execute(kube: Kube, body: Mapping[str, Any], current: PSTrainingJobStatus, plan: Plan) -> ExecutionResult:
+    """Write the status (when it changed, conditionally on the body's resourceVersion), then the child
+    changes, then the Events. A refused status write stops there (``conflict``)."""
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
-    out = Outcome(resource_version=meta.get("resourceVersion"))
-    patch = status_patch(plan.status)
-    if patch != status_patch(current):
+    out = ExecutionResult(resource_version=meta.get("resourceVersion"))
+    patch = status_write(current, plan.status)
+    if patch is not None:
         try:
             updated = await kube.patch_status(ns, name, patch, out.resource_version)
         except ApiError as exc:

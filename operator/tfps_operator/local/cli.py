@@ -72,7 +72,7 @@ def load_job(path: str, steps: int | None = None, no_export: bool = False) -> PS
         raise InvalidInput(f"{path}: invalid PSTrainingJob:\n{details}") from None
 
 
-def plan_from_args(args: argparse.Namespace) -> LocalJob:
+def local_job_from_args(args: argparse.Namespace) -> LocalJob:
     """Everything the run needs, or InvalidInput; touches nothing on disk."""
     if args.steps is not None and args.steps < 1:
         raise InvalidInput(f"--steps: must be ≥ 1 (got {args.steps})")
@@ -146,11 +146,11 @@ def _install_signal_handlers() -> dict[int, Any]:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        plan = plan_from_args(args)
+        local_job = local_job_from_args(args)
     except InvalidInput as exc:
         print(f"tfps run: {exc}", file=sys.stderr)
         return EXIT_INVALID
-    job, settings = plan.job, plan.settings
+    job, settings = local_job.job, local_job.settings
     tty = sys.stdout.isatty()
     started = time.monotonic()
     previous = _install_signal_handlers()
@@ -162,36 +162,36 @@ def main(args: argparse.Namespace) -> int:
         resumed = ckpts.is_dir() and any(ckpts.iterdir())
         display.event(
             f"job {job.metadata.namespace}/{job.metadata.name}: {describe(settings)}; "
-            f"files under {plan.root}" + ("; resuming from its latest checkpoint" if resumed else "")
+            f"files under {local_job.root}" + ("; resuming from its latest checkpoint" if resumed else "")
         )
-        supervisor = Supervisor(plan, display)
-        outcome = supervisor.run(deadline_s=job.spec.run_policy.active_deadline_seconds)
+        supervisor = Supervisor(local_job, display)
+        trained = supervisor.run(deadline_s=job.spec.run_policy.active_deadline_seconds)
         supervisor.stop()
-        if not outcome.ok:
+        if not trained.ok:
             display.close()
-            print(f"tfps run: training failed: {outcome.message}", file=sys.stderr)
+            print(f"tfps run: training failed: {trained.message}", file=sys.stderr)
             return EXIT_FAILED
         # the chief exits 0 only at the target step; its last status may predate that
         if settings.script is None:
             display.update(
-                dataclasses.replace(outcome.status or Status(), step=settings.steps, checkpoint_step=settings.steps)
+                dataclasses.replace(trained.status or Status(), step=settings.steps, checkpoint_step=settings.steps)
             )
         display.event(
             f"training finished after {time.monotonic() - started:.0f}s"
-            + (f" and {outcome.restarts} restart(s)" if outcome.restarts else "")
-            + f": {outcome.message}"
+            + (f" and {trained.restarts} restart(s)" if trained.restarts else "")
+            + f": {trained.message}"
         )
         display.close()
         if not settings.export.enabled:
             print(f"done (export disabled); checkpoints in {settings.paths.checkpoints}")
             return 0
-        exported = run_export(plan, display)
+        exported = run_export(local_job, display)
         if exported.artifacts or exported.failed:
             _print_artifacts(exported, tty)
         if not exported.ok:
             print(f"tfps run: {exported.message}", file=sys.stderr)
             return EXIT_FAILED
-        print(f"done in {time.monotonic() - started:.0f}s; logs in {plan.logs}")
+        print(f"done in {time.monotonic() - started:.0f}s; logs in {local_job.logs}")
         return 0
     except Interrupted as exc:
         if display is not None:

@@ -2,7 +2,8 @@
 
 One loop in the main thread: start ps, workers, evaluator and chief with TF_CONFIG on loopback
 ports; poll them and the chief's progress; on a failure ask ``reconcile.failure_policy`` what to do
-(recreate one process, restart everything from the latest checkpoint, or give up). The chief
+(recreate one process, restart everything from the latest checkpoint, or give up). A process
+recreated alone waits out the crash-loop back-off of ``reconcile.crashloop`` (its local schedule). The chief
 exiting 0 means training is done.
 """
 
@@ -12,13 +13,15 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tfps_trainer.config import SETTINGS_ENV, TERMINATION_LOG_ENV, JobSettings
 
-from ..api.models import PSTrainingJob, Role
+from ..api.models import PSTrainingJob, Recreation, Role
 from ..manifests.jobsettings import replica_counts
 from ..manifests.tfconfig import tf_config_json
+from ..reconcile import crashloop
 from ..reconcile.failure_policy import on_failure
 from .ports import HOST, free_ports, looks_like_port_in_use
 from .procs import Child, stop_all
@@ -33,7 +36,6 @@ STARTUP_WINDOW_S = 30.0
 """A process that dies this soon after starting, saying its port is taken, lost a port race."""
 MAX_PORT_RACES = 5
 PORT_RACE_SETTLE_S = 5.0
-MAX_RECREATE_DELAY_S = 30.0
 EVALUATOR_FINISH_S = 60.0
 
 
@@ -108,33 +110,32 @@ class Ports:
         return f"{HOST}:{self.grpc[Task(role, index)]}"
 
 
-def task_env(plan: LocalJob, ports: Ports, task: Task) -> dict[str, str]:
+def task_env(local_job: LocalJob, ports: Ports, task: Task) -> dict[str, str]:
     """The environment of one trainer process: TF_CONFIG from the shared builder, TFPS_JOB with its progress port."""
-    settings = plan.settings
+    settings = local_job.settings
     if task in ports.progress:
         settings = settings.model_copy(update={"progress_port": ports.progress[task]})
     return {
-        **plan.base_env(),
-        "TF_CONFIG": tf_config_json(replica_counts(plan.job), ports.address, task.role, task.index),
+        **local_job.base_env(),
+        "TF_CONFIG": tf_config_json(replica_counts(local_job.job), ports.address, task.role, task.index),
         SETTINGS_ENV: settings.to_env(),
     }
 
 
 @dataclass
-class Outcome:
+class TrainingResult:
+    """How a local training run ended: ``ok`` and a one-line message (the chief's summary, or the
+    reason it failed), the job restarts it took, and the chief's last progress."""
+
     ok: bool
     message: str
     restarts: int = 0
     status: Status | None = None
 
 
-class TrainingFailed(Exception):
-    pass
-
-
 @dataclass
 class Supervisor:
-    plan: LocalJob
+    local_job: LocalJob
     display: Display
     poll_interval: float = 0.5
     grace: float = 10.0
@@ -145,24 +146,28 @@ class Supervisor:
     status: Status | None = None
     _ports: Ports | None = None
     _recreate_at: dict[Task, float] = field(default_factory=dict)
-    _recreations: dict[Task, int] = field(default_factory=dict)
+    _recreations: dict[Task, Recreation] = field(default_factory=dict)
+    """Crash-loop records of the processes recreated alone, kept across restarts of the cluster as the
+    operator keeps ``status.recreations``."""
     _finished: set[Task] = field(default_factory=set)
     _chief_done_at: float | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _start_cluster(self) -> None:
-        self._ports = Ports.allocate(self.plan.tasks)
+        self._ports = Ports.allocate(self.local_job.tasks)
         self._finished.clear()
         self._recreate_at.clear()
         self._chief_done_at = None
-        for task in self.plan.tasks:
-            fresh = self.plan.child(task.name, list(self.plan.trainer), task_env(self.plan, self._ports, task))
+        for task in self.local_job.tasks:
+            fresh = self.local_job.child(
+                task.name, list(self.local_job.trainer), task_env(self.local_job, self._ports, task)
+            )
             child = self.children.setdefault(task, fresh)
             child.env = fresh.env  # new ports on a restart; same Child keeps its log and start count
             child.start()
-        where = " ".join(f"{t.name}:{self._ports.grpc[t]}" for t in self.plan.tasks)
+        where = " ".join(f"{t.name}:{self._ports.grpc[t]}" for t in self.local_job.tasks)
         self.display.event(
-            f"started {len(self.plan.tasks)} processes on {HOST} (ports {where}); logs in {self.plan.logs}"
+            f"started {len(self.local_job.tasks)} processes on {HOST} (ports {where}); logs in {self.local_job.logs}"
         )
 
     def stop(self) -> None:
@@ -177,7 +182,7 @@ class Supervisor:
         return f"http://{HOST}:{self._ports.progress[chief]}/status"
 
     # -- the loop ----------------------------------------------------------------------------
-    def run(self, deadline_s: float | None = None) -> Outcome:
+    def run(self, deadline_s: float | None = None) -> TrainingResult:
         """Train to completion. The caller must call :meth:`stop` (in a ``finally``) afterwards."""
         started = time.monotonic()
         races = 0
@@ -186,7 +191,7 @@ class Supervisor:
             time.sleep(self.poll_interval)
             if deadline_s is not None and time.monotonic() - started > deadline_s:
                 self.stop()
-                return self._outcome(
+                return self._result(
                     False, f"DeadlineExceeded: training ran longer than activeDeadlineSeconds ({deadline_s:.0f}s)"
                 )
             self._poll_progress()
@@ -198,7 +203,7 @@ class Supervisor:
                         continue
                     summary = self.children[Task("chief", 0)].reason().split(": ", 1)[-1]
                     self.stop()
-                    return self._outcome(True, summary or "training finished")
+                    return self._result(True, summary or "training finished")
                 continue
             task, code = failed
             child = self.children[task]
@@ -209,21 +214,19 @@ class Supervisor:
                 self.stop()
                 self._start_cluster()
                 continue
-            spec = getattr(self.plan.job.spec.replicas, task.role)
-            recreated = sum(n for t, n in self._recreations.items() if t.role == task.role)
+            spec = getattr(self.local_job.job.spec.replicas, task.role)
+            recreated = sum(r.total for t, r in self._recreations.items() if t.role == task.role)
             decision = on_failure(
                 task.role,
                 spec.restart_policy,
                 code,
                 self.restarts - self.preemptions,
-                self.plan.job.spec.run_policy.backoff_limit,
+                self.local_job.job.spec.run_policy.backoff_limit,
                 recreated,
                 spec.recreate_limit,
             )
             if decision.action == "recreate_pod":
-                n = self._recreations.get(task, 0)
-                self._recreations[task] = n + 1
-                delay = min(MAX_RECREATE_DELAY_S, float(2**n)) if n else 0.0
+                delay = self._count_recreation(task, datetime.now(UTC))
                 self.display.event(
                     f"{decision.message} ({child.reason() or 'see ' + str(child.log_path)})"
                     + (f" in {delay:.0f}s" if delay else "")
@@ -239,7 +242,7 @@ class Supervisor:
             else:
                 message = f"{decision.reason}: {decision.message}\n{child.describe_failure(code)}"
                 self.stop()
-                return self._outcome(False, message)
+                return self._result(False, message)
 
     def _evaluator_still_useful(self) -> bool:
         """After the chief is done, give a running evaluator a while to evaluate the final checkpoint."""
@@ -253,8 +256,16 @@ class Supervisor:
             )
         return time.monotonic() - self._chief_done_at < EVALUATOR_FINISH_S
 
-    def _outcome(self, ok: bool, message: str) -> Outcome:
-        return Outcome(ok=ok, message=message, restarts=self.restarts, status=self.status)
+    def _result(self, ok: bool, message: str) -> TrainingResult:
+        return TrainingResult(ok=ok, message=message, restarts=self.restarts, status=self.status)
+
+    def _count_recreation(self, task: Task, now: datetime) -> float:
+        """Record one more recreation of ``task`` and return the seconds until it may start: its
+        crash-loop back-off (the local schedule), counted from its previous recreation as the operator counts it."""
+        entry = self._recreations.get(task)
+        when = crashloop.not_before(entry, now, crashloop.LOCAL) or now
+        self._recreations[task] = crashloop.record(entry, when, crashloop.LOCAL)
+        return (when - now).total_seconds()
 
     def _poll_progress(self) -> None:
         url = self.progress_url
