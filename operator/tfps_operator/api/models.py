@@ -1176,3 +1176,14 @@ class PSTrainingJob(_Model):
     metadata: ObjectMeta
     spec: PSTrainingJobSpec
     status: PSTrainingJobStatus | None = None
+
+
+def replica_counts(job: PSTrainingJob) -> dict[Role, int]:
+    """How many pods of each role the job has (0 for a role it does not run)."""
+    r = job.spec.replicas
+    return {
+        "chief": r.chief.replicas,
+        "ps": r.ps.replicas,
+        "worker": r.worker.replicas,
+        "evaluator": r.evaluator.replicas,
+    }

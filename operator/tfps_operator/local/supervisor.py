@@ -16,8 +16,7 @@ from pathlib import Path
 
 from tfps_trainer.config import SETTINGS_ENV, TERMINATION_LOG_ENV, JobSettings
 
-from ..api.models import PSTrainingJob, Role
-from ..manifests.jobsettings import replica_counts
+from ..api.models import PSTrainingJob, Role, replica_counts
 from ..manifests.tfconfig import tf_config_json
 from ..reconcile.failure_policy import on_failure
 from .ports import HOST, free_ports, looks_like_port_in_use

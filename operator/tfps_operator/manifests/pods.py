@@ -11,10 +11,10 @@ from typing import Any
 
 from tfps_trainer.config import SETTINGS_ENV
 
-from ..api.models import PodTemplateOverride, PSTrainingJob, ResourceRequirements, Role
+from ..api.models import PodTemplateOverride, PSTrainingJob, ResourceRequirements, Role, replica_counts
 from ..settings import BuildConfig
 from . import labels, names
-from .jobsettings import CODE_DIR, job_settings, replica_counts
+from .jobsettings import CODE_DIR, job_settings
 from .podgroup import POD_GROUP_LABEL, gang_enabled, pod_group_name
 from .tfconfig import tf_config_json
 

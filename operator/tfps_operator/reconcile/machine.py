@@ -38,10 +38,10 @@ from ..api.models import (
     PSTrainingJob,
     PSTrainingJobStatus,
     ReplicaStatus,
+    replica_counts,
 )
 from ..manifests import labels, names
 from ..manifests.export_job import export_job
-from ..manifests.jobsettings import replica_counts
 from ..manifests.netpol import network_policy
 from ..manifests.podgroup import KIND as KIND_PODGROUP
 from ..manifests.podgroup import gang_enabled, min_member, pod_group, pod_group_name
