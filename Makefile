@@ -38,8 +38,7 @@ test: venv
 	exit $$rc
 
 # The operator crash soak (20 SIGKILLs across job lifecycles, 2-3 minutes on a quiet machine). Its own
-# target so it can be run alone; .ci/run runs it after `make test` (4 passes in a row since f30d8b6,
-# see tests/README.md).
+# target so it can be run alone; .ci/run runs it after `make test` (its measured runs: tests/README.md).
 soak: venv
 	hack/cluster up
 	$(BIN)/pytest -m slow tests/soak $(PYTEST_ARGS)

@@ -55,8 +55,8 @@ def parse_job(body: dict[str, Any]) -> PSTrainingJob:
     # The schema and types, not the CEL rules: the API server ran those very rules when it admitted
     # the object, and celpy needs ~90 ms a job for them (1000 jobs: 90 s of CPU at every operator
     # start, starving the newest jobs). An object stored under an older CRD that breaks a newer rule
-    # still ends cleanly: a builder refuses it (InvalidSpec) or the API server refuses its pods
-    # (CreateFailed, with the server's message).
+    # still ends cleanly: a builder refuses it, or the API server refuses its children in the dry-run
+    # before the first create (InvalidSpec either way, with the builder's or the server's message).
     return parse.parse_job({k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body})
 
 

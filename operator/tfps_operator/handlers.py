@@ -25,13 +25,13 @@ from .api.models import GROUP, PLURAL, VERSION
 from .controller import Controller
 from .kube.client import Kube
 from .kube.watched import ChildRef, JobKey, Views, child_ref
-from .manifests import labels as L
 from .manifests import podgroup
+from .manifests.labels import JOB_NAME, MANAGED_BY
 from .monitor import ProgressMonitor
 from .reconcile.observed import BatchJobObs, PodObs, batch_job_obs, pod_obs
 from .settings import FINALIZER, PREFIX, OperatorSettings
 
-MANAGED = {"app.kubernetes.io/managed-by": L.MANAGED_BY}
+MANAGED = {"app.kubernetes.io/managed-by": MANAGED_BY}
 WATCHED_CHILDREN = (
     ("v1", "pods"),
     ("batch/v1", "jobs"),
@@ -94,7 +94,7 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
 
 
 def _key(namespace: str | None, labels: dict[str, str]) -> JobKey | None:
-    job = labels.get(L.JOB_NAME)
+    job = labels.get(JOB_NAME)
     return (namespace, job) if namespace and job else None
 
 
@@ -195,7 +195,7 @@ async def job_event(name: str, namespace: str, memo: kopf.Memo, **_: Any) -> Non
 
 def _child_event(kind: str) -> Any:
     async def wake(name: str, uid: str, labels: dict[str, str], namespace: str, memo: kopf.Memo, **_: Any) -> None:
-        memo.controller.wake(namespace, labels.get(L.JOB_NAME), f"{kind}/{name}", uid)
+        memo.controller.wake(namespace, labels.get(JOB_NAME), f"{kind}/{name}", uid)
 
     return wake
 

@@ -22,7 +22,6 @@ OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "tfps-operator", "app.kubernete
 PREFIX = "tfps.dev"
 """Finalizer and annotation prefix of everything the operator (and Kopf on its behalf) writes."""
 FINALIZER = f"{PREFIX}/finalizer"
-FIELD_MANAGER = "tfps-operator"
 DEFAULT_MONITOR_SECONDS = 10.0
 """How often the progress monitor polls a Running job's chief (``TFPS_MONITOR_SECONDS``)."""
 DEFAULT_STALL_SECONDS = 3600.0

@@ -18,10 +18,11 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
+from tfps_operator.api.models import replica_counts
 from tfps_operator.api.validate import JobValidationError, validate_job
 from tfps_operator.controller import Controller, parse_status
 from tfps_operator.manifests.export_job import export_job
-from tfps_operator.manifests.jobsettings import job_settings, replica_counts
+from tfps_operator.manifests.jobsettings import job_settings
 from tfps_operator.manifests.netpol import network_policy
 from tfps_operator.manifests.pods import desired_pods
 from tfps_operator.manifests.pvc import storage_claim

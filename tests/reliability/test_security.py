@@ -138,8 +138,8 @@ def test_the_api_server_admits_every_built_pod_under_podsecurity_restricted(
 
 
 def test_extended_resource_requests_without_limits_are_refused_by_the_api() -> None:
-    """Resources that Kubernetes refuses in a Pod are refused by the API (was a strict xfail: the job
-    was accepted and could never create its pods)."""
+    """Resources that Kubernetes refuses in a Pod are refused by the API: accepted, the job could never
+    create its pods."""
     from tfps_operator.api.validate import JobValidationError
 
     body = {

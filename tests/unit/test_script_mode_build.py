@@ -134,7 +134,7 @@ def test_a_script_without_a_module_has_no_preflight_and_a_module_for_export_keep
         def __init__(self, job):
             from _operator_helpers import status
 
-            self.job, self.st = job, status(phase="Pending")
+            self.job, self.status = job, status(phase="Pending")
             self.obs = type("O", (), {"pods": []})()
 
     assert not _preflight_pending(X(script_job(export={"preflight": True})))

@@ -19,7 +19,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import keras
-import tensorflow as tf
 from tensorflow.python.distribute.sharded_variable import ShardedVariable  # no public alias in TF 2.21
 
 
@@ -94,4 +93,4 @@ def describe(variables: Iterable[Any]) -> str:
     return "; ".join(parts) if parts else "no sharded variables"
 
 
-__all__ = ["backing", "describe", "is_sharded", "make_checkpointable", "optimizer_variables", "placement", "tf"]
+__all__ = ["backing", "describe", "is_sharded", "make_checkpointable", "optimizer_variables", "placement"]

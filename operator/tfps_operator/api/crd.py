@@ -171,7 +171,7 @@ def openapi_schema() -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def crd() -> dict[str, Any]:
-    """The CustomResourceDefinition object (a fresh deep copy is returned by :func:`crd_copy`)."""
+    """The CustomResourceDefinition object (cached: one shared dict, not to be modified)."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -199,10 +199,6 @@ def crd() -> dict[str, Any]:
             ],
         },
     }
-
-
-def crd_copy() -> dict[str, Any]:
-    return copy.deepcopy(crd())
 
 
 class _Dumper(yaml.SafeDumper):

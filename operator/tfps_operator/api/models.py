@@ -334,9 +334,11 @@ class PodSpecOverride(_Model):
     defaults unless a field here overrides them; it always sets the container's entrypoint (the
     trainer, which runs ``command``/``args`` in script mode), TF_CONFIG, the ports, the labels and the
     job's storage mount itself. Free-form fields (tolerations, affinity, volumes...) are checked by the
-    API server (a dry-run of every pod) before any pod of a run is created; a refused template fails
-    the job as InvalidSpec with the server's message, and nothing is created. Mounts over /, /tmp or
-    the storage mountPath are refused here."""
+    API server (a dry-run of every pod) before any pod of a run is created: a template it finds invalid,
+    or that PodSecurity forbids, fails the job as InvalidSpec with the server's message, and nothing is
+    created. A create refused for a passing reason (an exceeded quota) does not fail the job: it is
+    retried with back-off (condition Created=False, reason CreateFailed). Mounts over /, /tmp or the
+    storage mountPath are refused here."""
 
     model_config = ConfigDict(
         json_schema_extra=_rules(
@@ -1176,3 +1178,14 @@ class PSTrainingJob(_Model):
     metadata: ObjectMeta
     spec: PSTrainingJobSpec
     status: PSTrainingJobStatus | None = None
+
+
+def replica_counts(job: PSTrainingJob) -> dict[Role, int]:
+    """How many pods of each role the job has (0 for a role it does not run)."""
+    r = job.spec.replicas
+    return {
+        "chief": r.chief.replicas,
+        "ps": r.ps.replicas,
+        "worker": r.worker.replicas,
+        "evaluator": r.evaluator.replicas,
+    }

@@ -18,8 +18,7 @@ from pathlib import Path
 
 from tfps_trainer.config import SETTINGS_ENV, TERMINATION_LOG_ENV, JobSettings
 
-from ..api.models import PSTrainingJob, Recreation, Role
-from ..manifests.jobsettings import replica_counts
+from ..api.models import PSTrainingJob, Recreation, Role, replica_counts
 from ..manifests.tfconfig import tf_config_json
 from ..reconcile import crashloop
 from ..reconcile.failure_policy import on_failure

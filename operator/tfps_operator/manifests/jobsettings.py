@@ -14,18 +14,8 @@ from tfps_trainer.config import (
     Tolerance,
 )
 
-from ..api.models import ROLES, PSTrainingJob, Role
+from ..api.models import ROLES, PSTrainingJob, replica_counts
 from ..api.models import Tolerance as ApiTolerance
-
-
-def replica_counts(job: PSTrainingJob) -> dict[Role, int]:
-    r = job.spec.replicas
-    return {
-        "chief": r.chief.replicas,
-        "ps": r.ps.replicas,
-        "worker": r.worker.replicas,
-        "evaluator": r.evaluator.replicas,
-    }
 
 
 def job_root(mount_path: str, job: PSTrainingJob) -> str:

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..api.models import PSTrainingJob
+from ..api.models import PSTrainingJob, replica_counts
 from ..settings import BuildConfig
 from . import labels
-from .jobsettings import replica_counts
 
 API_VERSION = "scheduling.x-k8s.io/v1alpha1"
 KIND = "PodGroup"

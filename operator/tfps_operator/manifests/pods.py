@@ -11,10 +11,10 @@ from typing import Any
 
 from tfps_trainer.config import SETTINGS_ENV
 
-from ..api.models import PodTemplateOverride, PSTrainingJob, ResourceRequirements, Role
+from ..api.models import PodSpecOverride, PodTemplateOverride, PSTrainingJob, ResourceRequirements, Role, replica_counts
 from ..settings import BuildConfig
 from . import labels, names
-from .jobsettings import CODE_DIR, job_settings, replica_counts
+from .jobsettings import CODE_DIR, job_settings
 from .podgroup import POD_GROUP_LABEL, gang_enabled, pod_group_name
 from .tfconfig import tf_config_json
 
@@ -120,6 +120,26 @@ def pod_spec(
     template in error messages, e.g. ``spec.replicas.worker.template.spec``.
     """
     o = override.spec if override and override.spec else None
+    container = _trainer_container(job, cfg, role, command, env, ports, o.resources if o and o.resources else resources)
+    spec = _hardened_pod(job, cfg, container)
+    code = code_volume(job)
+    if code is not None:
+        _mount_code(spec, container, code)
+    if o is not None:
+        _merge_template(spec, container, o, where)
+    return spec
+
+
+def _trainer_container(
+    job: PSTrainingJob,
+    cfg: BuildConfig,
+    role: Role,
+    command: list[str],
+    env: list[dict[str, Any]],
+    ports: list[dict[str, Any]],
+    resources: ResourceRequirements | None,
+) -> dict[str, Any]:
+    """The one container: ``command`` under the restricted security context, the storage and /tmp mounted."""
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": image(job, cfg, role),
@@ -134,9 +154,15 @@ def pod_spec(
     }
     if ports:
         container["ports"] = ports
-    res = _resources(o.resources if o and o.resources else resources)
+    res = _resources(resources)
     if res:
         container["resources"] = res
+    return container
+
+
+def _hardened_pod(job: PSTrainingJob, cfg: BuildConfig, container: dict[str, Any]) -> dict[str, Any]:
+    """The pod around ``container``: never restarted in place, no API token, no service links, the job's
+    scheduler and priority class."""
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": job.spec.run_policy.termination_grace_period_seconds,
@@ -148,37 +174,28 @@ def pod_spec(
     }
     if job.spec.run_policy.scheduler_name:
         spec["schedulerName"] = job.spec.run_policy.scheduler_name
-    code = code_volume(job)
-    if code is not None:
-        spec["volumes"].append(code)
-        container["volumeMounts"].append({"name": CODE_VOLUME, "mountPath": CODE_DIR, "readOnly": True})
-        container["workingDir"] = CODE_DIR
-        container["env"].append({"name": "PYTHONPATH", "value": CODE_DIR})
     policy = job.spec.run_policy.scheduling_policy
     if policy is not None and policy.priority_class:
         spec["priorityClassName"] = policy.priority_class
-    if o is None:
-        return spec
+    return spec
+
+
+def _mount_code(spec: dict[str, Any], container: dict[str, Any], code: dict[str, Any]) -> None:
+    """``spec.model.source`` read-only at :data:`CODE_DIR`, the working directory and first on PYTHONPATH."""
+    spec["volumes"].append(code)
+    container["volumeMounts"].append({"name": CODE_VOLUME, "mountPath": CODE_DIR, "readOnly": True})
+    container["workingDir"] = CODE_DIR
+    container["env"].append({"name": "PYTHONPATH", "value": CODE_DIR})
+
+
+def _merge_template(spec: dict[str, Any], container: dict[str, Any], o: PodSpecOverride, where: str) -> None:
+    """The template's pod settings over the operator's: what it adds must not take a name, a mount path or an
+    environment variable the operator uses (a :class:`BuildError` naming the field)."""
     if o.service_account_name:
         spec["serviceAccountName"] = o.service_account_name
     spec["automountServiceAccountToken"] = o.automount_service_account_token
     if o.init_containers:
-        names_seen = {CONTAINER}
-        for i, init in enumerate(o.init_containers):
-            n = _text(init, "name", f"{where}.initContainers[{i}]")
-            if n in names_seen:
-                raise BuildError(f"{where}.initContainers[{i}].name: {n!r} is already used in the pod")
-            names_seen.add(n)
-        # the same restricted defaults as the trainer container; the init container's own securityContext
-        # wins key by key, as the template's does for the trainer
-        spec["initContainers"] = [
-            {
-                **copy.deepcopy(init),
-                "securityContext": {**container_security_context(), **copy.deepcopy(init.get("securityContext") or {})},
-            }
-            for init in o.init_containers
-        ]
-
+        spec["initContainers"] = _init_containers(o.init_containers, where)
     if o.env:
         _check_user_env(o.env, where)
         container["env"] += copy.deepcopy(o.env)
@@ -208,7 +225,24 @@ def pod_spec(
     ):
         if value:
             spec[key] = copy.deepcopy(value)
-    return spec
+
+
+def _init_containers(inits: list[dict[str, Any]], where: str) -> list[dict[str, Any]]:
+    """The template's init containers, each named uniquely in the pod, under the same restricted defaults as
+    the trainer container (its own securityContext wins key by key, as the template's does for the trainer)."""
+    names_seen = {CONTAINER}
+    for i, init in enumerate(inits):
+        n = _text(init, "name", f"{where}.initContainers[{i}]")
+        if n in names_seen:
+            raise BuildError(f"{where}.initContainers[{i}].name: {n!r} is already used in the pod")
+        names_seen.add(n)
+    return [
+        {
+            **copy.deepcopy(init),
+            "securityContext": {**container_security_context(), **copy.deepcopy(init.get("securityContext") or {})},
+        }
+        for init in inits
+    ]
 
 
 def merged_meta(override: PodTemplateOverride | None, ours: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:

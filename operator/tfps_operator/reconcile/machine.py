@@ -38,10 +38,10 @@ from ..api.models import (
     PSTrainingJob,
     PSTrainingJobStatus,
     ReplicaStatus,
+    replica_counts,
 )
 from ..manifests import labels, names
 from ..manifests.export_job import export_job
-from ..manifests.jobsettings import replica_counts
 from ..manifests.netpol import network_policy
 from ..manifests.podgroup import KIND as KIND_PODGROUP
 from ..manifests.podgroup import gang_enabled, min_member, pod_group, pod_group_name
@@ -60,25 +60,27 @@ TRAINING = (None, "Pending", "Running", "Restarting", "Suspended")
 SUSPENDABLE = (*TRAINING, "Exporting")
 
 
-class _Ctx:
-    """One reconciliation: the inputs plus the plan being built."""
+class _Reconciliation:
+    """One call of :func:`reconcile`: its inputs (the job, the observed children, now, the build settings)
+    and the plan being built, whose ``status`` every step edits in place."""
 
     def __init__(self, job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, now: datetime, cfg: BuildConfig):
         self.job, self.obs, self.now, self.cfg = job, obs, now, cfg
-        self.gen = job.metadata.generation
+        self.generation = job.metadata.generation
         st = status.model_copy(deep=True)
-        st.observed_generation = self.gen
+        st.observed_generation = self.generation
         self.plan = Plan(status=st)
 
     @property
-    def st(self) -> PSTrainingJobStatus:
+    def status(self) -> PSTrainingJobStatus:
+        """The status this reconciliation writes (a copy of the job's, stamped with its generation)."""
         return self.plan.status
 
-    def cond(self, type_: str, value: C.Status, reason: str, message: str = "") -> bool:
-        return C.set_condition(self.st, type_, value, reason, message, self.now, self.gen)
+    def set_condition(self, type_: str, value: C.Status, reason: str, message: str = "") -> bool:
+        return C.set_condition(self.status, type_, value, reason, message, self.now, self.generation)
 
     def clear(self, type_: str, reason: str, message: str = "") -> None:
-        C.clear(self.st, type_, reason, message, self.now, self.gen)
+        C.clear(self.status, type_, reason, message, self.now, self.generation)
 
     def event(self, type_: str, reason: str, message: str) -> None:
         self.plan.events.append(Event(type_, reason, message))  # type: ignore[arg-type]
@@ -95,13 +97,13 @@ def reconcile(job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, no
     A failed pod recreated alone waits out its crash-loop back-off (:mod:`.crashloop`, recorded in
     ``status.recreations``); until then the failed pod is kept, logs and all.
     """
-    x = _Ctx(job, status, obs, now, cfg)
+    r = _Reconciliation(job, status, obs, now, cfg)
     if _status_older_than_children(status, obs):
-        x.plan.requeue_after = STALE_STATUS_RETRY_SECONDS
-        return x.plan
-    _decide(x)
-    _replica_statuses(x)
-    return x.plan
+        r.plan.requeue_after = STALE_STATUS_RETRY_SECONDS
+        return r.plan
+    _decide(r)
+    _replica_statuses(r)
+    return r.plan
 
 
 STALE_STATUS_RETRY_SECONDS = 1.0
@@ -116,13 +118,13 @@ def _status_older_than_children(status: PSTrainingJobStatus, obs: Observed) -> b
     return any(p.restart is not None and p.restart > status.restarts and not p.deleting for p in obs.pods)
 
 
-def _decide(x: _Ctx) -> None:
-    job, obs, now, cfg = x.job, x.obs, x.now, x.cfg
-    if x.st.phase in TERMINAL:
-        _finished(x)
+def _decide(r: _Reconciliation) -> None:
+    job, now, cfg = r.job, r.now, r.cfg
+    if r.status.phase in TERMINAL:
+        _finished(r)
         return
     try:
-        pods = desired_pods(job, cfg, x.st.restarts)
+        pods = desired_pods(job, cfg, r.status.restarts)
         infra = [
             m
             for m in (storage_claim(job), headless_service(job, cfg), network_policy(job, cfg), pod_group(job, cfg))
@@ -130,41 +132,41 @@ def _decide(x: _Ctx) -> None:
         ]
         export_manifest = export_job(job, cfg) if job.spec.export.enabled else None
     except BuildError as exc:
-        _fail(x, "InvalidSpec", str(exc))
+        _fail(r, "InvalidSpec", str(exc))
         return
-    if x.st.phase is None:
-        x.st.phase = "Pending"
-        x.event("Normal", "Accepted", "creating the training cluster")
-    if x.st.phase in SUSPENDABLE and job.spec.run_policy.suspend:
-        _suspend(x)
+    if r.status.phase is None:
+        r.status.phase = "Pending"
+        r.event("Normal", "Accepted", "creating the training cluster")
+    if r.status.phase in SUSPENDABLE and job.spec.run_policy.suspend:
+        _suspend(r)
         return
-    if x.st.phase == "Suspended":
-        x.st.phase = "Pending"
-        x.st.start_time = None
-        x.cond(C.SUSPENDED, "False", "JobResumed", "runPolicy.suspend is false")
-        x.event("Normal", "JobResumed", "resuming: recreating the pods")
-    if x.st.start_time is None:
-        x.st.start_time = now
-    if _deadline_passed(x):
+    if r.status.phase == "Suspended":
+        r.status.phase = "Pending"
+        r.status.start_time = None
+        r.set_condition(C.SUSPENDED, "False", "JobResumed", "runPolicy.suspend is false")
+        r.event("Normal", "JobResumed", "resuming: recreating the pods")
+    if r.status.start_time is None:
+        r.status.start_time = now
+    if _deadline_passed(r):
         return
-    _ensure(x, infra)
-    if x.st.phase == "Exporting":
-        _exporting(x, export_manifest)
+    _ensure(r, infra)
+    if r.status.phase == "Exporting":
+        _exporting(r, export_manifest)
         return
-    if not _preflight_pending(x) or _preflight(x):
-        _training(x, pods, export_manifest)
-    _validate_new_run(x, [*infra, *pods.values(), *([export_manifest] if export_manifest else [])])
+    if not _preflight_pending(r) or _preflight(r):
+        _training(r, pods, export_manifest)
+    _validate_new_run(r, [*infra, *pods.values(), *([export_manifest] if export_manifest else [])])
 
 
-def _validate_new_run(x: _Ctx, children: list[dict[str, Any]]) -> None:
+def _validate_new_run(r: _Reconciliation, children: list[dict[str, Any]]) -> None:
     """A run none of whose pods exist yet, about to create children: have the API server validate them all
     first (see :attr:`Plan.validate`)."""
-    if x.st.phase in TERMINAL or not x.plan.creates():
+    if r.status.phase in TERMINAL or not r.plan.creates():
         return
-    if any(p.restart == x.st.restarts and not p.deleting for p in x.obs.pods):
+    if any(p.restart == r.status.restarts and not p.deleting for p in r.obs.pods):
         return
-    seen = {c.key for c in x.plan.creates()}
-    x.plan.validate = [c.manifest for c in x.plan.creates()] + [
+    seen = {c.key for c in r.plan.creates()}
+    r.plan.validate = [c.manifest for c in r.plan.creates()] + [
         m for m in children if f"{m['kind']}/{m['metadata']['name']}" not in seen
     ]
 
@@ -188,7 +190,7 @@ def invalid_spec(status: PSTrainingJobStatus, generation: int | None, message: s
 def creation_failed(
     status: PSTrainingJobStatus, generation: int | None, failures: dict[str, str], now: datetime
 ) -> tuple[bool, Event | None]:
-    """The API server refused to create children (``{"Pod/x": "its message"}``): condition
+    """The API server refused to create children (``{"Pod/NAME": "its message"}``): condition
     Created=False/CreateFailed with the server's words. Returns (status changed, Event to post once)."""
     message = "; ".join(f"{key}: {msg}" for key, msg in sorted(failures.items()))
     old = C.get(status, C.CREATED)
@@ -201,25 +203,25 @@ def creation_failed(
 # --- phases ---------------------------------------------------------------------------------------
 
 
-def _ensure(x: _Ctx, infra: list[dict[str, Any]]) -> None:
+def _ensure(r: _Reconciliation, infra: list[dict[str, Any]]) -> None:
     """Service, NetworkPolicy, PVC and (gang scheduling) PodGroup: created when missing, before any pod."""
     for manifest in infra:
-        if f"{manifest['kind']}/{manifest['metadata']['name']}" not in x.obs.existing:
-            x.plan.actions.append(Create(manifest))
+        if f"{manifest['kind']}/{manifest['metadata']['name']}" not in r.obs.existing:
+            r.plan.actions.append(Create(manifest))
 
 
-def _training(x: _Ctx, desired: dict[str, dict[str, Any]], export_manifest: dict[str, Any] | None) -> None:
-    job, st, obs = x.job, x.st, x.obs
+def _training(r: _Reconciliation, desired: dict[str, dict[str, Any]], export_manifest: dict[str, Any] | None) -> None:
+    job, st, obs = r.job, r.status, r.obs
     epoch = st.restarts
     current = {p.name: p for p in obs.pods if p.restart == epoch and p.name in desired}
     for pod in obs.pods:  # from an earlier run of the job, or no longer in the spec
         if pod.name not in current:
-            x.delete_pod(pod)
+            r.delete_pod(pod)
 
     chief = current.get(names.pod_name(job.metadata.name, "chief", 0))
     if chief is not None and chief.phase == "Succeeded" and not chief.deleting:
-        _final_checkpoint(x, chief)
-        _training_done(x, export_manifest)
+        _final_checkpoint(r, chief)
+        _training_done(r, export_manifest)
         return
 
     decisions: list[tuple[PodObs | None, str, Decision]] = []
@@ -228,58 +230,58 @@ def _training(x: _Ctx, desired: dict[str, dict[str, Any]], export_manifest: dict
             continue
         unexpected_exit = pod.phase == "Succeeded" and pod.role in ("ps", "worker")  # servers never exit on their own
         if pod.phase == "Failed" or unexpected_exit:
-            decisions.append((pod, pod.role, _failure_decision(x, pod.role, pod.exit_code, detail=pod.message)))
+            decisions.append((pod, pod.role, _failure_decision(r, pod.role, pod.exit_code, detail=pod.message)))
     if st.phase == "Running":  # every pod existed: a missing chief or PS is a lost one
         for name, manifest in desired.items():
             role = manifest["metadata"]["labels"]["tfps.dev/replica-type"]
             if name not in current and role in ("chief", "ps") and obs.pod(name) is None:
-                decisions.append((None, role, _failure_decision(x, role, None, vanished=name)))
+                decisions.append((None, role, _failure_decision(r, role, None, vanished=name)))
 
     fatal = next((d for _, _, d in decisions if d.action == "fail_job"), None)
     if fatal:
-        _fail(x, fatal.reason, fatal.message)
+        _fail(r, fatal.reason, fatal.message)
         return
     restart = next((d for _, _, d in decisions if d.action == "restart_job"), None)
     if restart:
-        _restart_job(x, restart, current)
+        _restart_job(r, restart, current)
         return
-    for pod, role, d in decisions:  # recreate_pod: delete now (or after its backoff), create once the name is free
+    for pod, _, d in decisions:  # recreate_pod: delete now (or after its backoff), create once the name is free
         assert pod is not None
         entry = st.recreations.get(pod.name)
-        not_before = crashloop.not_before(entry, x.now)
+        not_before = crashloop.not_before(entry, r.now)
         if not_before is not None:
-            x.plan.requeue((not_before - x.now).total_seconds())
+            r.plan.requeue((not_before - r.now).total_seconds())
             continue
-        x.event("Warning", d.reason, f"{pod.name}: {d.message}")
-        x.delete_pod(pod)
-        st.recreations = {**st.recreations, pod.name: crashloop.record(entry, x.now)}
-        x.plan.replaced.append(pod.name)
+        r.event("Warning", d.reason, f"{pod.name}: {d.message}")
+        r.delete_pod(pod)
+        st.recreations = {**st.recreations, pod.name: crashloop.record(entry, r.now)}
+        r.plan.replaced.append(pod.name)
 
     replacing = {pod.name for pod, _, _ in decisions if pod is not None}
-    group_ready = gang.may_create_pods(gang_enabled(x.cfg), f"{KIND_PODGROUP}/{pod_group_name(job)}" in obs.existing)
+    group_ready = gang.may_create_pods(gang_enabled(r.cfg), f"{KIND_PODGROUP}/{pod_group_name(job)}" in obs.existing)
     for name, manifest in desired.items():
         if name in current or obs.pod(name) is not None or not group_ready:
             continue  # exists, its previous incarnation is still going away, or its PodGroup is not there yet
-        x.plan.actions.append(Create(manifest))
+        r.plan.actions.append(Create(manifest))
         if st.phase == "Running":
             role = manifest["metadata"]["labels"]["tfps.dev/replica-type"]
-            x.plan.recreated.append(role)
-            x.event("Normal", "ReplicaRecreated", f"{name} recreated with the same name")
+            r.plan.recreated.append(role)
+            r.event("Normal", "ReplicaRecreated", f"{name} recreated with the same name")
 
-    _training_phase(x, desired, current, replacing)
+    _training_phase(r, desired, current, replacing)
 
 
 def _failure_decision(
-    x: _Ctx, role: str, exit_code: int | None, vanished: str | None = None, detail: str = ""
+    r: _Reconciliation, role: str, exit_code: int | None, vanished: str | None = None, detail: str = ""
 ) -> Decision:
-    spec = getattr(x.job.spec.replicas, role)
+    spec = getattr(r.job.spec.replicas, role)
     d = on_failure(
         role,
         spec.restart_policy,
         exit_code,
-        x.st.restarts - x.st.preemptions,  # type: ignore[arg-type]
-        x.job.spec.run_policy.backoff_limit,
-        _recreated(x, role),
+        r.status.restarts - r.status.preemptions,  # type: ignore[arg-type]
+        r.job.spec.run_policy.backoff_limit,
+        _recreated(r, role),
         spec.recreate_limit,
         detail[-2000:],
     )
@@ -288,16 +290,16 @@ def _failure_decision(
     return d
 
 
-def _recreated(x: _Ctx, role: str) -> int:
+def _recreated(r: _Reconciliation, role: str) -> int:
     """Recreations of ``role``'s pods so far (from ``status.recreations``)."""
-    prefix = f"{x.job.metadata.name}-{role}-"
-    return sum(r.total for name, r in x.st.recreations.items() if name.startswith(prefix))
+    prefix = f"{r.job.metadata.name}-{role}-"
+    return sum(rec.total for name, rec in r.status.recreations.items() if name.startswith(prefix))
 
 
 def _training_phase(
-    x: _Ctx, desired: dict[str, dict[str, Any]], current: dict[str, PodObs], replacing: set[str]
+    r: _Reconciliation, desired: dict[str, dict[str, Any]], current: dict[str, PodObs], replacing: set[str]
 ) -> None:
-    st = x.st
+    st = r.status
     live = [p for p in current.values() if not p.deleting and p.name not in replacing]
     all_there = len(live) == len(desired)
     # An evaluator that finished its last evaluation is done, not missing.
@@ -306,73 +308,73 @@ def _training_phase(
     )
     unscheduled = [p for p in live if not p.scheduled]
     if live and not unscheduled:
-        x.cond(C.SCHEDULED, "True", "AllPodsScheduled", "")
+        r.set_condition(C.SCHEDULED, "True", "AllPodsScheduled", "")
     elif unscheduled:
         detail = "; ".join(
             f"{p.name}: {p.unschedulable_message}" if p.unschedulable_message else p.name for p in unscheduled[:5]
         )
-        x.cond(
+        r.set_condition(
             C.SCHEDULED,
             "False",
             "Unschedulable" if any(p.unschedulable_message for p in unscheduled) else "Scheduling",
             f"{len(unscheduled)} pod(s) not scheduled: {detail}",
         )
-    if gang_enabled(x.cfg) and live:
+    if gang_enabled(r.cfg) and live:
         says = next((p.unschedulable_message for p in unscheduled if p.unschedulable_message), "")
-        v = gang.condition(pod_group_name(x.job), min_member(x.job), len(live) - len(unscheduled), len(desired), says)
-        x.cond(gang.GANG_SCHEDULED, v.status, v.reason, v.message)
-    _waiting(x, live)
+        v = gang.condition(pod_group_name(r.job), min_member(r.job), len(live) - len(unscheduled), len(desired), says)
+        r.set_condition(gang.GANG_SCHEDULED, v.status, v.reason, v.message)
+    _waiting(r, live)
     if all_there and not C.is_true(st, C.CREATED):
-        x.cond(C.CREATED, "True", "ChildrenCreated", f"{len(desired)} pods, Service and NetworkPolicy created")
+        r.set_condition(C.CREATED, "True", "ChildrenCreated", f"{len(desired)} pods, Service and NetworkPolicy created")
 
     if running and st.phase != "Running":
         st.phase = "Running"
-        x.cond(C.RUNNING, "True", "AllReplicasRunning", f"{len(desired)} pods running")
-        x.clear(C.RESTARTING, "AllReplicasRunning", "")
-        x.event("Normal", "Running", f"all {len(desired)} pods are running")
+        r.set_condition(C.RUNNING, "True", "AllReplicasRunning", f"{len(desired)} pods running")
+        r.clear(C.RESTARTING, "AllReplicasRunning", "")
+        r.event("Normal", "Running", f"all {len(desired)} pods are running")
     elif st.phase not in ("Running", "Restarting"):
         st.phase = "Pending"
-    _stalled(x, current)
+    _stalled(r, current)
 
 
-def _waiting(x: _Ctx, live: list[PodObs]) -> None:
+def _waiting(r: _Reconciliation, live: list[PodObs]) -> None:
     """Condition Waiting (rule in :mod:`.waiting`), ``status.reason``, and an Event when the reason changes."""
     w = waiting.why(live)
-    old = C.get(x.st, waiting.WAITING)
+    old = C.get(r.status, waiting.WAITING)
     if w is None:
         if old is not None and old.status == "True":
-            x.clear(waiting.WAITING, "PodsStarted", "")
-            x.st.reason = None
+            r.clear(waiting.WAITING, "PodsStarted", "")
+            r.status.reason = None
         return
     if old is None or old.status != "True" or old.reason != w.reason:
-        x.event("Warning", w.reason, w.message)
-    x.cond(waiting.WAITING, "True", w.reason, w.message)
-    x.st.reason = w.reason
+        r.event("Warning", w.reason, w.message)
+    r.set_condition(waiting.WAITING, "True", w.reason, w.message)
+    r.status.reason = w.reason
 
 
-def _stalled(x: _Ctx, current: dict[str, PodObs]) -> None:
+def _stalled(r: _Reconciliation, current: dict[str, PodObs]) -> None:
     """The Stalled condition (rule in :mod:`.stall`), an Event when it turns True, a wake-up at the deadline;
     ``runPolicy.stallPolicy`` Restart or Fail acts on it."""
-    bound = stall.bound_seconds(x.job.spec.run_policy.stall_seconds, x.cfg.stall_seconds)
-    verdict = stall.evaluate(x.st, bound, x.now)
+    bound = stall.bound_seconds(r.job.spec.run_policy.stall_seconds, r.cfg.stall_seconds)
+    verdict = stall.evaluate(r.status, bound, r.now)
     if verdict is None:
-        x.clear(stall.STALLED, "NotRunning" if x.st.phase != "Running" else "StallCheckOff", "")
+        r.clear(stall.STALLED, "NotRunning" if r.status.phase != "Running" else "StallCheckOff", "")
     elif verdict.stalled:
-        if x.cond(stall.STALLED, "True", stall.REASON, verdict.message):
-            x.event("Warning", stall.STALLED, verdict.message)
-        policy = x.job.spec.run_policy.stall_policy
-        backoff = x.job.spec.run_policy.backoff_limit
+        if r.set_condition(stall.STALLED, "True", stall.REASON, verdict.message):
+            r.event("Warning", stall.STALLED, verdict.message)
+        policy = r.job.spec.run_policy.stall_policy
+        backoff = r.job.spec.run_policy.backoff_limit
         if policy == "Fail":
-            _fail(x, stall.STALLED, f"{verdict.message} (stallPolicy Fail)")
-        elif policy == "Restart" and x.st.restarts - x.st.preemptions >= backoff:
+            _fail(r, stall.STALLED, f"{verdict.message} (stallPolicy Fail)")
+        elif policy == "Restart" and r.status.restarts - r.status.preemptions >= backoff:
             _fail(
-                x,
+                r,
                 "BackoffLimitExceeded",
                 f"{verdict.message}; stallPolicy Restart, but backoffLimit {backoff} is used up",
             )
         elif policy == "Restart":
             _restart_job(
-                x,
+                r,
                 Decision(
                     "restart_job",
                     "StallRestart",
@@ -381,19 +383,19 @@ def _stalled(x: _Ctx, current: dict[str, PodObs]) -> None:
                 current,
             )
     else:
-        if C.is_true(x.st, stall.STALLED):
-            x.event("Normal", stall.RESUMED, "a new checkpoint was written: no longer stalled")
-        x.clear(stall.STALLED, stall.RESUMED, "")
+        if C.is_true(r.status, stall.STALLED):
+            r.event("Normal", stall.RESUMED, "a new checkpoint was written: no longer stalled")
+        r.clear(stall.STALLED, stall.RESUMED, "")
         if verdict.recheck_after is not None:
-            x.plan.requeue(verdict.recheck_after)
+            r.plan.requeue(verdict.recheck_after)
 
 
-def _replica_statuses(x: _Ctx) -> None:
+def _replica_statuses(r: _Reconciliation) -> None:
     """Counts of the current run's pods as they will be after this plan: pods being deleted (now or
     by this plan) no longer count, so a finished job shows what is really left."""
-    counts = replica_counts(x.job)
-    going = {a.name for a in x.plan.deletes() if a.kind == "Pod"}
-    pods = [p for p in x.obs.pods if p.restart == x.st.restarts and p.name not in going and not p.deleting]
+    counts = replica_counts(r.job)
+    going = {a.name for a in r.plan.deletes() if a.kind == "Pod"}
+    pods = [p for p in r.obs.pods if p.restart == r.status.restarts and p.name not in going and not p.deleting]
     out: dict[str, ReplicaStatus] = {}
     for role, n in counts.items():
         if n == 0:
@@ -404,89 +406,84 @@ def _replica_statuses(x: _Ctx) -> None:
             ready=sum(p.phase == "Running" and p.ready for p in mine),
             succeeded=sum(p.phase == "Succeeded" for p in mine),
             failed=sum(p.phase == "Failed" for p in mine),
-            recreated=_recreated(x, role),
+            recreated=_recreated(r, role),
         )
-    x.st.replica_statuses = out  # type: ignore[assignment]
+    r.status.replica_statuses = out  # type: ignore[assignment]
     running_workers = sum(p.role == "worker" and p.phase == "Running" for p in pods)
-    _set_workers(x.st, f"{running_workers}/{counts['worker']}")
+    r.status.workers = f"{running_workers}/{counts['worker']}"  # the Workers printer column, e.g. "2/3"
 
 
-def _set_workers(st: PSTrainingJobStatus, value: str) -> None:
-    """``status.workers`` ("2/3", a printer column) when the API model has it."""
-    if "workers" in type(st).model_fields:
-        st.workers = value
-
-
-def _restart_job(x: _Ctx, d: Decision, current: dict[str, PodObs]) -> None:
-    st = x.st
+def _restart_job(r: _Reconciliation, d: Decision, current: dict[str, PodObs]) -> None:
+    st = r.status
     st.restarts += 1
     if not d.counted:
         st.preemptions += 1
     st.phase = "Restarting"
-    x.plan.job_restarted = True
-    x.cond(C.RESTARTING, "True", d.reason, d.message)
-    x.clear(C.RUNNING, d.reason, d.message)
-    x.event("Warning", d.reason, d.message)
+    r.plan.job_restarted = True
+    r.set_condition(C.RESTARTING, "True", d.reason, d.message)
+    r.clear(C.RUNNING, d.reason, d.message)
+    r.event("Warning", d.reason, d.message)
     for pod in current.values():  # now stale (restart label < restarts): replaced once gone
-        x.delete_pod(pod)
+        r.delete_pod(pod)
 
 
-def _final_checkpoint(x: _Ctx, chief: PodObs) -> None:
+def _final_checkpoint(r: _Reconciliation, chief: PodObs) -> None:
     """The chief's success summary names its final checkpoint. The progress monitor polls only while
     the job is Running, so a short run (or the last interval of any run) is only seen here."""
     final = parse_success(chief.message)
-    known = x.st.checkpoint.step if x.st.checkpoint and x.st.checkpoint.step is not None else -1
+    known = r.status.checkpoint.step if r.status.checkpoint and r.status.checkpoint.step is not None else -1
     if final is not None and final.path is not None and final.step > known:
-        x.st.checkpoint = CheckpointStatus(step=final.step, path=final.path, time=chief.finished_at or x.now)
+        r.status.checkpoint = CheckpointStatus(step=final.step, path=final.path, time=chief.finished_at or r.now)
 
 
-def _training_done(x: _Ctx, export_manifest: dict[str, Any] | None) -> None:
+def _training_done(r: _Reconciliation, export_manifest: dict[str, Any] | None) -> None:
     """One Event for the transition (an Event is an API write: one per job transition, not per step)."""
-    st = x.st
-    x.clear(C.RUNNING, "TrainingSucceeded", "the chief finished training")
-    x.clear(C.RESTARTING, "TrainingSucceeded", "")
+    st = r.status
+    r.clear(C.RUNNING, "TrainingSucceeded", "the chief finished training")
+    r.clear(C.RESTARTING, "TrainingSucceeded", "")
     if export_manifest is not None:
+        export_name = export_manifest["metadata"]["name"]
         st.phase = "Exporting"
-        st.export = ExportStatus(job_name=export_manifest["metadata"]["name"])
-        x.cond(C.EXPORTING, "True", "ExportStarted", f"export Job {export_manifest['metadata']['name']} created")
-        x.event(
+        st.export = ExportStatus(job_name=export_name)
+        r.set_condition(C.EXPORTING, "True", "ExportStarted", f"export Job {export_name} created")
+        r.event(
             "Normal",
             "TrainingSucceeded",
-            f"the chief finished training; exporting the final checkpoint with Job {export_manifest['metadata']['name']}",
+            f"the chief finished training; exporting the final checkpoint with Job {export_name}",
         )
-        _exporting(x, export_manifest)
+        _exporting(r, export_manifest)
     else:
-        x.event("Normal", "TrainingSucceeded", "the chief finished training; export is disabled")
-        _succeed(x, "TrainingSucceeded", "training finished; export is disabled", event=False)
+        r.event("Normal", "TrainingSucceeded", "the chief finished training; export is disabled")
+        _succeed(r, "TrainingSucceeded", "training finished; export is disabled", event=False)
 
 
-def _preflight_pending(x: _Ctx) -> bool:
+def _preflight_pending(r: _Reconciliation) -> bool:
     """A new job with export and pre-flight on that has no pre-flight verdict yet (a job whose pods already
     exist, e.g. started by an operator without pre-flight, is not held back)."""
-    e = x.job.spec.export
+    e = r.job.spec.export
     # A script-mode program's model exists only after training: nothing to check before, unless a
     # contract module does the export.
     return (
         e.enabled
         and e.preflight
-        and x.job.spec.model.module is not None
-        and x.st.phase == "Pending"
-        and x.st.restarts == 0
-        and not x.obs.pods
-        and C.get(x.st, C.EXPORT_PREFLIGHT) is None
+        and r.job.spec.model.module is not None
+        and r.status.phase == "Pending"
+        and r.status.restarts == 0
+        and not r.obs.pods
+        and C.get(r.status, C.EXPORT_PREFLIGHT) is None
     )
 
 
-def _preflight(x: _Ctx) -> bool:
+def _preflight(r: _Reconciliation) -> bool:
     """Run the pre-flight Job and act on its verdict; True when training may start now."""
-    manifest = export_job(x.job, x.cfg, preflight=True)
+    manifest = export_job(r.job, r.cfg, preflight=True)
     name = manifest["metadata"]["name"]
-    pj = x.obs.preflight_job
+    pj = r.obs.preflight_job
     if pj is None or pj.deleting:
-        if pj is None and not any(isinstance(a, Create) and a.key == f"Job/{name}" for a in x.plan.actions):
-            x.plan.actions.append(Create(manifest))
+        if pj is None and not any(isinstance(a, Create) and a.key == f"Job/{name}" for a in r.plan.actions):
+            r.plan.actions.append(Create(manifest))
         return False
-    pod = _last(p for p in x.obs.preflight_pods if p.phase in ("Succeeded", "Failed"))
+    pod = _last(p for p in r.obs.preflight_pods if p.phase in ("Succeeded", "Failed"))
     if pod is None and not (pj.complete or pj.failed):
         return False
     from tfps_trainer.export.result import ExportFailed, parse_any
@@ -501,31 +498,31 @@ def _preflight(x: _Ctx) -> bool:
             if report is not None
             else (f"exit code {pod.exit_code}: {pod.message[-300:]}" if pod else pj.message or "no result")
         )
-        x.cond(
+        r.set_condition(
             C.EXPORT_PREFLIGHT,
             "False",
             "PreflightDidNotRun",
             f"pre-flight Job {name} gave no verdict ({why}); training anyway",
         )
-        x.event("Warning", "PreflightDidNotRun", f"export pre-flight gave no verdict ({why}); training anyway")
+        r.event("Warning", "PreflightDidNotRun", f"export pre-flight gave no verdict ({why}); training anyway")
         return True
     if isinstance(report, ExportFailed):
-        _fail(x, "ExportPreflightFailed", f"export pre-flight: {report.reason}: {report.message}")
+        _fail(r, "ExportPreflightFailed", f"export pre-flight: {report.reason}: {report.message}")
         return False
     if not report.ok:
         failed = "; ".join(f.message for f in report.failed if f.label in report.required_failed)
         _fail(
-            x,
+            r,
             "ExportPreflightFailed",
             f"export pre-flight: required format(s) {', '.join(report.required_failed)} cannot be exported: {failed}",
         )
         return False
     if report.failed:
         message = "will not be exported: " + "; ".join(f.message for f in report.failed)
-        x.cond(C.EXPORT_PREFLIGHT, "False", "FormatsWillFail", message)
-        x.event("Warning", "ExportPreflightWarning", message)
+        r.set_condition(C.EXPORT_PREFLIGHT, "False", "FormatsWillFail", message)
+        r.event("Warning", "ExportPreflightWarning", message)
         return True
-    x.cond(
+    r.set_condition(
         C.EXPORT_PREFLIGHT,
         "True",
         "PreflightPassed",
@@ -536,47 +533,47 @@ def _preflight(x: _Ctx) -> bool:
     return True
 
 
-def _exporting(x: _Ctx, manifest: dict[str, Any] | None) -> None:
-    _cleanup(x)
-    ej = x.obs.export_job
+def _exporting(r: _Reconciliation, manifest: dict[str, Any] | None) -> None:
+    _cleanup(r)
+    ej = r.obs.export_job
     if manifest is None:  # export was switched off after training finished
-        _succeed(x, "TrainingSucceeded", "training finished; export is disabled")
+        _succeed(r, "TrainingSucceeded", "training finished; export is disabled")
         return
     name = manifest["metadata"]["name"]
     if ej is None:
-        if not any(isinstance(a, Create) and a.key == f"Job/{name}" for a in x.plan.actions):
-            x.plan.actions.append(Create(manifest))
+        if not any(isinstance(a, Create) and a.key == f"Job/{name}" for a in r.plan.actions):
+            r.plan.actions.append(Create(manifest))
         return
     if ej.complete:
-        pod = _last(p for p in x.obs.export_pods if p.phase == "Succeeded")
+        pod = _last(p for p in r.obs.export_pods if p.phase == "Succeeded")
         result = _parse_result(pod.message if pod else "")
         if isinstance(result, str):
-            _fail(x, "ExportFailed", f"export Job {name} completed but left no usable result: {result}")
+            _fail(r, "ExportFailed", f"export Job {name} completed but left no usable result: {result}")
             return
-        _record_export(x, name, result)
+        _record_export(r, name, result)
         if not result.ok:
-            _fail(x, "ExportFailed", f"{result.reason}: {result.message}")
+            _fail(r, "ExportFailed", f"{result.reason}: {result.message}")
             return
         formats = ", ".join(_label(a.format, a.quantization) for a in result.artifacts) or "see manifest"
-        x.clear(C.EXPORTING, "ExportSucceeded", f"exported step {result.step} to {result.path}")
-        _succeed(x, "ExportSucceeded", f"exported checkpoint step {result.step} to {result.path} ({formats})")
+        r.clear(C.EXPORTING, "ExportSucceeded", f"exported step {result.step} to {result.path}")
+        _succeed(r, "ExportSucceeded", f"exported checkpoint step {result.step} to {result.path} ({formats})")
     elif ej.failed:
-        pod = _last(p for p in x.obs.export_pods if p.phase == "Failed")
+        pod = _last(p for p in r.obs.export_pods if p.phase == "Failed")
         result = _parse_result(pod.message) if pod else "no pod"
         if not isinstance(result, str) and not result.ok:
-            _record_export(x, name, result)
-        _fail(x, "ExportFailed", _export_failure(x, name, ej.message))
+            _record_export(r, name, result)
+        _fail(r, "ExportFailed", _export_failure(r, name, ej.message))
 
 
 def _label(fmt: str, quantization: str | None) -> str:
     return f"{fmt} ({quantization})" if quantization not in (None, "none") else fmt
 
 
-def _record_export(x: _Ctx, name: str, result: Any) -> None:
+def _record_export(r: _Reconciliation, name: str, result: Any) -> None:
     """status.export from the exporter's result (also a failed one that published what passed), and the
     ExportComplete condition with an Event per format that was not exported."""
     if result.ok or result.artifacts or result.failed:
-        x.st.export = ExportStatus(
+        r.status.export = ExportStatus(
             job_name=name,
             step=result.step,
             path=result.path,
@@ -597,23 +594,25 @@ def _record_export(x: _Ctx, name: str, result: Any) -> None:
             ],
         )
     if result.failed:
-        labels = ", ".join(f.label for f in result.failed)
-        x.cond(
+        not_exported = ", ".join(f.label for f in result.failed)
+        r.set_condition(
             C.EXPORT_COMPLETE,
             "False",
             "FormatsFailed",
-            f"not exported: {labels} (status.export.failed has the reasons)",
+            f"not exported: {not_exported} (status.export.failed has the reasons)",
         )
         for f in result.failed:
-            x.event("Warning", "ExportFormatFailed", f"{f.label} not exported: {f.message}")
+            r.event("Warning", "ExportFormatFailed", f"{f.label} not exported: {f.message}")
     elif result.ok:
-        x.cond(C.EXPORT_COMPLETE, "True", "AllFormatsExported", "every requested format was exported and verified")
+        r.set_condition(
+            C.EXPORT_COMPLETE, "True", "AllFormatsExported", "every requested format was exported and verified"
+        )
 
 
-def _export_failure(x: _Ctx, name: str, job_message: str) -> str:
+def _export_failure(r: _Reconciliation, name: str, job_message: str) -> str:
     from tfps_trainer.export.result import REASONS_BY_EXIT_CODE
 
-    pod = _last(p for p in x.obs.export_pods if p.phase == "Failed")
+    pod = _last(p for p in r.obs.export_pods if p.phase == "Failed")
     if pod is not None:
         result = _parse_result(pod.message)
         if not isinstance(result, str) and not result.ok:
@@ -645,38 +644,38 @@ def _last(pods: Any) -> PodObs | None:
     return max(pods, key=lambda p: (p.finished_at is not None, p.finished_at or 0, p.name)) if pods else None
 
 
-def _suspend(x: _Ctx) -> None:
+def _suspend(r: _Reconciliation) -> None:
     """Delete the chief first: on SIGTERM it saves a checkpoint of its last step, which needs the
     parameter servers; the other pods go once the chief has stopped. An export in progress is
     stopped too (on resume the chief finds the final checkpoint and the export runs again)."""
-    st = x.st
-    chief_name = names.pod_name(x.job.metadata.name, "chief", 0)
-    chief = x.obs.pod(chief_name)
+    st = r.status
+    chief_name = names.pod_name(r.job.metadata.name, "chief", 0)
+    chief = r.obs.pod(chief_name)
     chief_stopping = chief is not None and chief.phase in _UNFINISHED
-    for pod in x.obs.pods:
+    for pod in r.obs.pods:
         if pod.name == chief_name or not chief_stopping:
-            x.delete_pod(pod)
-    if x.obs.export_job is not None and not x.obs.export_job.deleting:
-        x.plan.actions.append(Delete("Job", x.obs.export_job.name, x.obs.export_job.uid))
+            r.delete_pod(pod)
+    if r.obs.export_job is not None and not r.obs.export_job.deleting:
+        r.plan.actions.append(Delete("Job", r.obs.export_job.name, r.obs.export_job.uid))
     if st.phase != "Suspended":
         st.phase = "Suspended"
         st.start_time = None  # the deadline clock restarts on resume, as for a batch/v1 Job
-        x.cond(C.SUSPENDED, "True", "JobSuspended", "runPolicy.suspend is true: pods deleted")
-        x.clear(C.RUNNING, "JobSuspended", "")
-        x.event("Normal", "JobSuspended", "runPolicy.suspend is true: deleting the pods")
+        r.set_condition(C.SUSPENDED, "True", "JobSuspended", "runPolicy.suspend is true: pods deleted")
+        r.clear(C.RUNNING, "JobSuspended", "")
+        r.event("Normal", "JobSuspended", "runPolicy.suspend is true: deleting the pods")
 
 
-def _deadline_passed(x: _Ctx) -> bool:
-    ads = x.job.spec.run_policy.active_deadline_seconds
-    if ads is None or x.st.start_time is None:
+def _deadline_passed(r: _Reconciliation) -> bool:
+    ads = r.job.spec.run_policy.active_deadline_seconds
+    if ads is None or r.status.start_time is None:
         return False
-    left = (x.st.start_time + timedelta(seconds=ads) - x.now).total_seconds()
+    left = (r.status.start_time + timedelta(seconds=ads) - r.now).total_seconds()
     if left > 0:
-        x.plan.requeue(left)
+        r.plan.requeue(left)
         return False
-    if x.obs.export_job is not None and not x.obs.export_job.deleting:
-        x.plan.actions.append(Delete("Job", x.obs.export_job.name, x.obs.export_job.uid))
-    _fail(x, "DeadlineExceeded", f"the job ran longer than runPolicy.activeDeadlineSeconds ({ads}s)")
+    if r.obs.export_job is not None and not r.obs.export_job.deleting:
+        r.plan.actions.append(Delete("Job", r.obs.export_job.name, r.obs.export_job.uid))
+    _fail(r, "DeadlineExceeded", f"the job ran longer than runPolicy.activeDeadlineSeconds ({ads}s)")
     return True
 
 
@@ -685,63 +684,63 @@ def _deadline_passed(x: _Ctx) -> bool:
 _UNFINISHED = ("Pending", "Running", "Unknown")
 
 
-def _cleanup(x: _Ctx) -> None:
+def _cleanup(r: _Reconciliation) -> None:
     """Delete trainer pods per ``runPolicy.cleanPodPolicy`` once training is over (idempotent).
     Several go in one delete-collection request (selected exactly as here: the job's trainer pods,
     and for ``Running`` only the unfinished phases)."""
-    policy = x.job.spec.run_policy.clean_pod_policy
+    policy = r.job.spec.run_policy.clean_pod_policy
     if policy == "None":
         return
-    going = [p for p in x.obs.pods if not p.deleting and (policy == "All" or p.phase in _UNFINISHED)]
+    going = [p for p in r.obs.pods if not p.deleting and (policy == "All" or p.phase in _UNFINISHED)]
     if len(going) < 2:
         for pod in going:
-            x.delete_pod(pod)
+            r.delete_pod(pod)
         return
-    name = x.job.metadata.name
+    name = r.job.metadata.name
     selector = f"{labels.selector_string(labels.job_selector(name))},{labels.COMPONENT}!={labels.EXPORT_COMPONENT}"
     phases = None if policy == "All" else ",".join(f"status.phase!={p}" for p in ("Succeeded", "Failed"))
-    x.plan.actions.append(DeletePods(selector, phases, tuple(Delete("Pod", p.name, p.uid) for p in going)))
+    r.plan.actions.append(DeletePods(selector, phases, tuple(Delete("Pod", p.name, p.uid) for p in going)))
 
 
-def _succeed(x: _Ctx, reason: str, message: str, event: bool = True) -> None:
-    st = x.st
+def _succeed(r: _Reconciliation, reason: str, message: str, event: bool = True) -> None:
+    st = r.status
     st.phase = "Succeeded"
-    st.completion_time = x.now
+    st.completion_time = r.now
     st.reason = None
-    x.cond(C.SUCCEEDED, "True", reason, message)
-    x.clear(C.EXPORTING, reason, "")
-    x.clear(stall.STALLED, reason, "")
+    r.set_condition(C.SUCCEEDED, "True", reason, message)
+    r.clear(C.EXPORTING, reason, "")
+    r.clear(stall.STALLED, reason, "")
     if event:
-        x.event("Normal", "Succeeded", message)
-    _cleanup(x)
-    _ttl(x)
+        r.event("Normal", "Succeeded", message)
+    _cleanup(r)
+    _ttl(r)
 
 
-def _fail(x: _Ctx, reason: str, message: str) -> None:
-    st = x.st
+def _fail(r: _Reconciliation, reason: str, message: str) -> None:
+    st = r.status
     st.phase = "Failed"
-    st.completion_time = x.now
+    st.completion_time = r.now
     st.reason = reason
-    x.cond(C.FAILED, "True", reason, message)
+    r.set_condition(C.FAILED, "True", reason, message)
     for type_ in (C.RUNNING, C.RESTARTING, C.EXPORTING):
-        x.clear(type_, reason, "")
-    x.event("Warning", reason, message)
-    _cleanup(x)
-    _ttl(x)
+        r.clear(type_, reason, "")
+    r.event("Warning", reason, message)
+    _cleanup(r)
+    _ttl(r)
 
 
-def _finished(x: _Ctx) -> None:
-    _cleanup(x)
-    _ttl(x)
+def _finished(r: _Reconciliation) -> None:
+    _cleanup(r)
+    _ttl(r)
 
 
-def _ttl(x: _Ctx) -> None:
-    ttl = x.job.spec.run_policy.ttl_seconds_after_finished
-    done = x.st.completion_time
+def _ttl(r: _Reconciliation) -> None:
+    ttl = r.job.spec.run_policy.ttl_seconds_after_finished
+    done = r.status.completion_time
     if ttl is None or done is None:
         return
-    left = (done + timedelta(seconds=ttl) - x.now).total_seconds()
+    left = (done + timedelta(seconds=ttl) - r.now).total_seconds()
     if left <= 0:
-        x.plan.actions.append(DeleteOwner(x.job.metadata.uid))
+        r.plan.actions.append(DeleteOwner(r.job.metadata.uid))
     else:
-        x.plan.requeue(left)
+        r.plan.requeue(left)

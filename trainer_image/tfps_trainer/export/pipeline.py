@@ -408,15 +408,8 @@ def export(
     t = timings or Timings()
     ex = settings.export
     prep = prepare(settings, checkpoint, step, t)
-    if prep.checkpoint is not None:
-        ckpt_step, ckpt_rel, origin = prep.checkpoint.step, prep.checkpoint.rel, None
-    else:  # script mode: the program's saved model, at the step of its latest checkpoint
-        from . import program
-
-        ckpt_step, ckpt_rel = program.exported_step(settings)
-        origin = dict(prep.contract.module.SOURCE)
-    root = Path(settings.paths.root)
-    with Publisher(root) as pub, pub.staging(ckpt_step) as stage:
+    ckpt = _exported_checkpoint(settings, prep)
+    with Publisher(Path(settings.paths.root)) as pub, pub.staging(ckpt.step) as stage:
         if pub.stale_removed:
             log.info("removed stale %s", ", ".join(pub.stale_removed))
         out = _Producer(prep, ex, stage, Journal(), t, skip or {}).run()
@@ -424,31 +417,63 @@ def export(
             raise _no_artifact(out)
         t0 = time.perf_counter()
         missing_required = sorted({f.format for f in out.failed} & required_formats(ex))
-        doc = manifest.build(
-            job=settings.job_name,
-            namespace=settings.namespace,
-            model=prep.contract.module_name,
-            checkpoint_step=ckpt_step,
-            checkpoint_path=ckpt_rel or None,
-            source=origin,
-            inputs=[{"name": k, "shape": s.shape.as_list(), "dtype": s.dtype.name} for k, s in prep.signature.items()],
-            outputs=[
-                {"name": k, "shape": [None, *v.shape[1:]], "dtype": str(v.dtype), "kind": prep.kinds[k]}
-                for k, v in prep.ref.items()
-            ],
-            artifacts=out.passed,
-            failed=[f.model_dump(by_alias=True) for f in out.failed],
-            required=sorted(required_formats(ex)),
-            complete=not missing_required,
-            samples={"count": ex.verify_samples, "origin": prep.samples.origin, "labels": bool(prep.labels)},
-        )
+        doc = _manifest(settings, prep, ckpt, out, complete=not missing_required)
         manifest.write(stage / MANIFEST, doc)
         _write_report(stage, doc)
         _check_cancelled()
-        final = pub.commit(stage, ckpt_step, serving="savedmodel" in {e["format"] for e in out.passed})
+        final = pub.commit(stage, ckpt.step, serving="savedmodel" in {e["format"] for e in out.passed})
         t.add("publish", t0)
+    return _result(final.relative_to(pub.root).as_posix(), ckpt.step, out, missing_required)
 
-    rel_dir = final.relative_to(pub.root).as_posix()
+
+@dataclass(frozen=True)
+class ExportedCheckpoint:
+    """What an export is of: the checkpoint's step and path (relative to the job root; None when unknown),
+    and for a script-mode program the source of its saved model (else None)."""
+
+    step: int
+    path: str | None
+    source: dict[str, Any] | None
+
+
+def _exported_checkpoint(settings: JobSettings, prep: Prepared) -> ExportedCheckpoint:
+    if prep.checkpoint is not None:
+        return ExportedCheckpoint(prep.checkpoint.step, prep.checkpoint.rel or None, None)
+    # script mode: the program's saved model, at the step of its latest checkpoint
+    from . import program
+
+    step, rel = program.exported_step(settings)
+    return ExportedCheckpoint(step, rel or None, dict(prep.contract.module.SOURCE))
+
+
+def _manifest(
+    settings: JobSettings, prep: Prepared, ckpt: ExportedCheckpoint, out: Outcomes, complete: bool
+) -> dict[str, Any]:
+    """The export's manifest: the model's interface, the artifacts that passed and those that failed."""
+    ex = settings.export
+    return manifest.build(
+        job=settings.job_name,
+        namespace=settings.namespace,
+        model=prep.contract.module_name,
+        checkpoint_step=ckpt.step,
+        checkpoint_path=ckpt.path,
+        source=ckpt.source,
+        inputs=[{"name": k, "shape": s.shape.as_list(), "dtype": s.dtype.name} for k, s in prep.signature.items()],
+        outputs=[
+            {"name": k, "shape": [None, *v.shape[1:]], "dtype": str(v.dtype), "kind": prep.kinds[k]}
+            for k, v in prep.ref.items()
+        ],
+        artifacts=out.passed,
+        failed=[f.model_dump(by_alias=True) for f in out.failed],
+        required=sorted(required_formats(ex)),
+        complete=complete,
+        samples={"count": ex.verify_samples, "origin": prep.samples.origin, "labels": bool(prep.labels)},
+    )
+
+
+def _result(rel_dir: str, step: int, out: Outcomes, missing_required: list[str]) -> ExportSucceeded | ExportFailed:
+    """The exporter's result for an export published to ``rel_dir`` (relative to the job root): failed when
+    a required format is missing from it."""
     artifacts = [
         ArtifactResult(
             format=e["format"],
@@ -461,7 +486,7 @@ def export(
         for e in out.passed
     ]
     where = {
-        "step": ckpt_step,
+        "step": step,
         "path": rel_dir,
         "manifest": f"{rel_dir}/{MANIFEST}",
         "artifacts": artifacts,

@@ -1,4 +1,4 @@
-"""Path rules for everything the exporter reads or writes (security requirement of issue 10).
+"""Path rules for everything the exporter reads or writes.
 
 All paths live under the job root. We refuse: ``..`` components, absolute paths where a relative
 one is expected, and symlinks anywhere between the job root and the target (a symlink planted in
