@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tfps_trainer.summary import parse_success
+from tfps_trainer.termination import parse_success
 
 from ..api.models import (
     Artifact,
@@ -611,16 +611,16 @@ def _record_export(x: _Ctx, name: str, result: Any) -> None:
 
 
 def _export_failure(x: _Ctx, name: str, job_message: str) -> str:
-    from tfps_trainer.export.result import REASONS_BY_EXIT_CODE
+    from tfps_trainer.exitcodes import EXPORT_REASON_BY_CODE
 
     pod = _last(p for p in x.obs.export_pods if p.phase == "Failed")
     if pod is not None:
         result = _parse_result(pod.message)
         if not isinstance(result, str) and not result.ok:
             return f"{result.reason}: {result.message}"
-        if pod.exit_code in REASONS_BY_EXIT_CODE:
+        if pod.exit_code in EXPORT_REASON_BY_CODE:
             tail = f"; output: {pod.message[-500:]}" if pod.message else ""
-            return f"{REASONS_BY_EXIT_CODE[pod.exit_code]} (exit code {pod.exit_code}){tail}"
+            return f"{EXPORT_REASON_BY_CODE[pod.exit_code]} (exit code {pod.exit_code}){tail}"
         if pod.exit_code is not None:
             return f"exporter died with exit code {pod.exit_code} without a result" + (
                 f": {pod.message[-500:]}" if pod.message else ""
