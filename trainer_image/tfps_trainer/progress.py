@@ -40,7 +40,7 @@ class CheckpointInfo:
 
 @dataclass
 class Progress:
-    """Thread-safe progress of one role; the HTTP handler reads snapshots of it."""
+    """Thread-safe progress of one role; the HTTP handler sends its :meth:`report`."""
 
     role: str
     target_steps: int
