@@ -1,23 +1,24 @@
 """The progress monitor: pull a Running job's chief progress into ``status.checkpoint`` and ``status.progress``.
 
 Trainer pods hold no API credentials, so the operator pulls: every ``monitor_seconds`` it GETs
-``http://<chief pod IP>:<progress port>/status`` (the IP from the operator's pod index, the job from
-the daemon's live body: the API server is only written to) (the chief's :mod:`tfps_trainer.progress` endpoint,
-admitted from the operator's pods by the job's NetworkPolicy) with a short timeout, and merge-patches
-the two fields it owns through the status subresource, only when they changed. The reconciler never
-writes them (``kube.executor.OWNED_STATUS_FIELDS``); it reads ``status.checkpoint`` for the stall rule
-(:mod:`.reconcile.stall`).
+``http://<chief pod IP>:<progress port>/status`` (the chief's :mod:`tfps_trainer.progress` endpoint,
+admitted from the operator's pods by the job's NetworkPolicy; the IP from the operator's pod index, the
+job from the daemon's live body: the API server is only written to) with a short timeout, and
+merge-patches the two fields it writes through the status subresource, only when they changed.
+``progress`` is the monitor's alone. ``checkpoint`` is written by the reconciler too
+(``kube.executor.OWNED_STATUS_FIELDS``): from the chief's success summary once the chief has exited,
+which the monitor, polling only while the job is Running, may not have seen; the reconciler also reads
+it for the stall rule (:mod:`.reconcile.stall`).
 
 One poller per job, run by a Kopf daemon that exists only while ``status.phase`` is Running
 (handlers.py). An unreachable chief or a bad answer is logged at debug level and counted
-(``tfps_progress_polls_total``); it never ends the poller. Parsing and change detection are pure.
+(``tfps_progress_polls_total``); it never ends the poller. Parsing and change detection are pure; the
+answer's schema is :class:`tfps_trainer.progress_report.ProgressReport`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +26,8 @@ from typing import Any
 
 import aiohttp
 from pydantic import ValidationError
+
+from tfps_trainer.progress_report import read_report
 
 from . import metrics
 from .api.models import CheckpointStatus, PSTrainingJobStatus, TrainingProgress
@@ -38,7 +41,6 @@ log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024
 """The chief's status is a few hundred bytes; anything much larger is not it."""
-OWNED = ("checkpoint", "progress")
 
 
 # --- parsing (pure) -------------------------------------------------------------------------------
@@ -52,56 +54,27 @@ class Report:
     progress: TrainingProgress | None
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-def _time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
-
-
 def parse_report(raw: bytes | str, job_name: str | None = None) -> Report | None:
     """The chief's ``/status`` answer -> :class:`Report`; None when it is not a usable report at all
-    (not JSON, not an object, another job's or another role's). A bad checkpoint or a bad number is
-    dropped on its own: the rest of the report still counts."""
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    (not a report, another job's or another role's, or neither a checkpoint nor a step in it). A bad
+    checkpoint or a bad number is dropped on its own: the rest of the report still counts. A checkpoint
+    counts only with all of its step, path and time."""
+    report = read_report(raw)
+    if report is None or report.role not in (None, "chief"):
         return None
-    if not isinstance(data, dict):
-        return None
-    if data.get("role") not in (None, "chief"):
-        return None
-    reported_job = data.get("job")
-    if job_name and isinstance(reported_job, str) and reported_job and reported_job != job_name:
+    if job_name and report.job and report.job != job_name:
         return None  # a recycled pod IP now serving someone else
     checkpoint = None
-    ck = data.get("checkpoint")
-    if isinstance(ck, dict):
-        step, path, when = _int(ck.get("step")), ck.get("path"), _time(ck.get("time"))
-        if step is not None and isinstance(path, str) and path and when is not None:
-            checkpoint = CheckpointStatus(step=step, path=path, time=when)
+    ck = report.checkpoint
+    if ck is not None and ck.step is not None and ck.path is not None and (when := ck.at) is not None:
+        checkpoint = CheckpointStatus(step=ck.step, path=ck.path, time=when)
     progress = None
-    step = _int(data.get("step"))
-    if step is not None:
+    if report.step is not None:
         progress = TrainingProgress(
-            step=step,
-            loss=_float(data.get("loss")),
-            steps_per_second=_float(data.get("steps_per_second")),
-            updated=_time(data.get("updated")),
+            step=report.step,
+            loss=report.loss,
+            steps_per_second=report.steps_per_second,
+            updated=report.updated_at,
         )
     if checkpoint is None and progress is None:
         return None

@@ -8,7 +8,8 @@ import subprocess
 import sys
 
 from tfps_trainer.config import ExportSettings, JobSettings, Paths
-from tfps_trainer.export.result import ExitCode, parse_message
+from tfps_trainer.exitcodes import ExportCode
+from tfps_trainer.export.result import parse_message
 
 
 def _run(tmp_path, env_extra):
@@ -26,7 +27,7 @@ def _run(tmp_path, env_extra):
 
 def test_missing_settings_exit_2_with_one_line_reason(tmp_path):
     proc, log = _run(tmp_path, {})
-    assert proc.returncode == ExitCode.SETTINGS_INVALID
+    assert proc.returncode == ExportCode.SETTINGS_INVALID
     result = parse_message(log.read_text())
     assert result.reason == "SettingsInvalid" and "TFPS_JOB is not set" in result.message
     assert json.loads(proc.stdout.strip().splitlines()[-2]) == json.loads(log.read_text())
@@ -42,11 +43,11 @@ def test_disabled_export_is_refused_before_tensorflow_loads(tmp_path):
         export=ExportSettings(enabled=False),
     )
     proc, log = _run(tmp_path, {"TFPS_JOB": job.to_env()})
-    assert proc.returncode == ExitCode.SETTINGS_INVALID
+    assert proc.returncode == ExportCode.SETTINGS_INVALID
     assert "export.enabled is false" in parse_message(log.read_text()).message
 
 
 def test_malformed_settings_name_the_field(tmp_path):
     proc, log = _run(tmp_path, {"TFPS_JOB": json.dumps({"job_name": "j"})})
-    assert proc.returncode == ExitCode.SETTINGS_INVALID
+    assert proc.returncode == ExportCode.SETTINGS_INVALID
     assert "TFPS_JOB." in parse_message(log.read_text()).message

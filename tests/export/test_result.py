@@ -8,19 +8,16 @@ import sys
 
 import pytest
 
+from tfps_trainer.exitcodes import EXPORT_CODE_BY_REASON, EXPORT_REASON_BY_CODE, ExportCode
 from tfps_trainer.export.result import (
-    EXIT_CODES,
-    MAX_MESSAGE_BYTES,
-    REASONS_BY_EXIT_CODE,
     ArtifactResult,
-    ExitCode,
     ExportFailed,
     ExportSucceeded,
     encode,
     exit_code,
     parse_message,
-    write_termination_log,
 )
+from tfps_trainer.termination import MAX_MESSAGE_BYTES, write_termination_log
 
 
 def _success(n: int) -> ExportSucceeded:
@@ -56,13 +53,13 @@ def test_long_failure_message_is_shortened_and_keeps_reason():
     assert len(line.encode()) < MAX_MESSAGE_BYTES
     parsed = parse_message(line)
     assert not parsed.ok and parsed.reason == "VerificationFailed"
-    assert exit_code(parsed) == ExitCode.VERIFICATION_FAILED
+    assert exit_code(parsed) == ExportCode.VERIFICATION_FAILED
 
 
 def test_every_reason_has_a_distinct_nonzero_exit_code():
-    codes = list(EXIT_CODES.values())
+    codes = list(EXPORT_CODE_BY_REASON.values())
     assert len(set(codes)) == len(codes) and 0 not in codes
-    assert all(REASONS_BY_EXIT_CODE[int(c)] == r for r, c in EXIT_CODES.items())
+    assert all(EXPORT_REASON_BY_CODE[int(c)] == r for r, c in EXPORT_CODE_BY_REASON.items())
 
 
 def test_malformed_message_is_rejected():

@@ -12,7 +12,7 @@ import pytest
 from trainer_cluster import make_settings
 
 from tfps_operator.manifests.tfconfig import tf_config_json
-from tfps_trainer.errors import EXIT_CONFIG, EXIT_CONTRACT
+from tfps_trainer import exitcodes
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(120)]
 
@@ -67,7 +67,7 @@ def _settings(tmp_path: Path, **kw: object) -> str:
 )
 def test_bad_tf_config(tmp_path: Path, tf_config: str | None, expected: str) -> None:
     code, stderr, term = run_trainer(tmp_path, tf_config, _settings(tmp_path))
-    assert code == EXIT_CONFIG
+    assert code == exitcodes.CONFIG
     assert stderr.strip().count("\n") == 0, stderr  # exactly one line: TF is never imported
     assert expected in stderr
     assert term.strip() == stderr.strip()
@@ -87,7 +87,7 @@ def test_bad_tf_config(tmp_path: Path, tf_config: str | None, expected: str) -> 
 )
 def test_bad_job_settings(tmp_path: Path, job: str | None, expected: str) -> None:
     code, stderr, term = run_trainer(tmp_path, CHIEF, job)
-    assert code == EXIT_CONFIG
+    assert code == exitcodes.CONFIG
     assert stderr.strip().count("\n") == 0, stderr
     assert stderr.strip() == f"tfps-trainer chief/0: {expected}" or expected in stderr
     assert term.strip() == stderr.strip()
@@ -106,7 +106,7 @@ def test_bad_job_settings(tmp_path: Path, job: str | None, expected: str) -> Non
 )
 def test_bad_model_module(tmp_path: Path, module: str, expected: str) -> None:
     code, stderr, term = run_trainer(tmp_path, CHIEF, _settings(tmp_path, model_module=module))
-    assert code == EXIT_CONTRACT
+    assert code == exitcodes.CONTRACT
     last = stderr.strip().splitlines()[-1]
     assert last.startswith("tfps-trainer chief/0: ") and expected in last
     assert term.strip() == last
@@ -114,7 +114,7 @@ def test_bad_model_module(tmp_path: Path, module: str, expected: str) -> None:
 
 def test_unwritable_termination_log_is_skipped(tmp_path: Path) -> None:
     code, stderr, _ = run_trainer(tmp_path, None, None, log_path=str(tmp_path / "missing-dir" / "log"))
-    assert code == EXIT_CONFIG and "TF_CONFIG is not set" in stderr
+    assert code == exitcodes.CONFIG and "TF_CONFIG is not set" in stderr
 
 
 def test_a_model_module_that_raises_keeps_its_traceback_in_the_log_and_the_termination_message(
@@ -126,7 +126,7 @@ def test_a_model_module_that_raises_keeps_its_traceback_in_the_log_and_the_termi
     )
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path / 'mods'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     code, stderr, term = run_trainer(tmp_path, CHIEF, _settings(tmp_path, model_module="broken_model"))
-    assert code == EXIT_CONTRACT
+    assert code == exitcodes.CONTRACT
     last = stderr.strip().splitlines()[-1]
     assert last == "tfps-trainer chief/0: model module 'broken_model' raised KeyError on import: 'units'"
     assert 'broken_model.py", line 2, in helper' in stderr and "KeyError: 'units'" in stderr  # the whole traceback

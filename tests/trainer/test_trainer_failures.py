@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from trainer_cluster import LocalCluster, checkpoint_steps, checkpoint_tensors, make_settings, stored_step
 
+from tfps_trainer import exitcodes
 from tfps_trainer.config import CheckpointSettings
-from tfps_trainer.errors import EXIT_CONTRACT, EXIT_LOST_CLUSTER, EXIT_NUMERICS
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(300)]
 
@@ -43,7 +43,7 @@ def test_killed_ps_stops_the_chief_with_a_clear_reason(tmp_path: Path) -> None:
         cluster.kill("ps", 1)
         code = cluster.wait(timeout=120)
         log = cluster.log("chief", 0).read_text()
-    assert code == EXIT_LOST_CLUSTER, log[-3000:]
+    assert code == exitcodes.LOST_CLUSTER, log[-3000:]
     last_line = log.strip().splitlines()[-1]
     assert last_line.startswith("tfps-trainer chief/0: lost parameter server ps/1"), last_line
     assert "restart the job to resume" in last_line and "latest checkpoint is step" in last_line
@@ -65,7 +65,7 @@ def test_nan_loss_with_check_numerics_fails_without_checkpointing_the_bad_state(
         cluster.start_all()
         code = cluster.wait(timeout=180)
         log = cluster.log("chief", 0).read_text()
-    assert code == EXIT_NUMERICS, log[-3000:]
+    assert code == exitcodes.NUMERICS, log[-3000:]
     last_line = log.strip().splitlines()[-1]
     assert "non-finite loss (NaN or Inf)" in last_line and "without checkpointing the bad state" in last_line
     assert cluster.termination_log("chief", 0).read_text().strip() == last_line
@@ -84,7 +84,7 @@ def test_unreachable_ps_at_startup_is_a_clear_failure(tmp_path: Path) -> None:
         cluster.start("chief", 0)  # no ps / worker processes at all
         code = cluster.wait(timeout=120)
         last_line = cluster.log("chief", 0).read_text().strip().splitlines()[-1]
-    assert code == EXIT_LOST_CLUSTER
+    assert code == exitcodes.LOST_CLUSTER
     assert last_line.startswith("tfps-trainer chief/0: parameter server(s) ps/0 (127.0.0.1:"), last_line
     assert "ps/1" in last_line and "not reachable after 2s" in last_line
     assert checkpoint_steps(settings.paths.checkpoints) == []
@@ -100,7 +100,7 @@ def test_checkpoint_of_a_different_model_is_a_contract_error(tmp_path: Path) -> 
         cluster.start_all()
         code = cluster.wait()
         last_line = cluster.log("chief", 0).read_text().strip().splitlines()[-1]
-    assert code == EXIT_CONTRACT, last_line
+    assert code == exitcodes.CONTRACT, last_line
     assert "ckpt-30 does not match the model built by 'tfps_trainer.examples.linear'" in last_line
     assert checkpoint_steps(changed.paths.checkpoints) == [30]
 
@@ -108,7 +108,6 @@ def test_checkpoint_of_a_different_model_is_a_contract_error(tmp_path: Path) -> 
 def test_sigterm_on_the_chief_saves_the_scheduled_steps_and_the_next_run_resumes_there(tmp_path: Path) -> None:
     """Preemption: SIGTERM mid-training (no checkpoint due for a long while). The chief finishes the
     steps it scheduled, saves them, exits with the preempted code; the next run resumes at that step."""
-    from tfps_trainer.errors import EXIT_PREEMPTED
 
     settings = make_settings(tmp_path / "job", steps=1_000_000, checkpoint=CheckpointSettings(every_steps=500_000))
     with LocalCluster(tmp_path / "run1", settings) as cluster:
@@ -120,7 +119,7 @@ def test_sigterm_on_the_chief_saves_the_scheduled_steps_and_the_next_run_resumes
         code = cluster.wait(timeout=60)
         stop_seconds = time.monotonic() - signalled
         reason = cluster.termination_log("chief", 0).read_text().strip().splitlines()[-1]
-    assert code == EXIT_PREEMPTED, cluster.tail()
+    assert code == exitcodes.PREEMPTED, cluster.tail()
     saved = checkpoint_steps(settings.paths.checkpoints)
     assert len(saved) == 1 and saved[0] >= reported, (saved, reported)
     assert stored_step(f"{settings.paths.checkpoints}/ckpt-{saved[0]}") == saved[0]

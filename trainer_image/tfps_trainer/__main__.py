@@ -15,8 +15,8 @@ import sys
 from . import exitcodes, logfilter
 from .cluster import read_tf_config
 from .config import JobSettings, SettingsError
-from .errors import EXIT_OK, ConfigError, ContractFailure, TrainerError, one_line, report_failure, write_termination_log
-from .summary import termination_line
+from .errors import ConfigError, ContractFailure, TrainerError, report_failure
+from .termination import one_line, termination_line, write_termination_log
 
 
 def _quiet_tensorflow() -> None:
@@ -74,7 +74,7 @@ def main() -> int:
         progress.update(state="succeeded", message=summary)
         print(termination_line(role, summary), flush=True)
         write_termination_log(termination_line(role, summary))
-        return EXIT_OK
+        return exitcodes.OK
     except TrainerError as exc:
         failure = exc
     except KeyboardInterrupt:

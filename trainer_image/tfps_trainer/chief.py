@@ -19,13 +19,13 @@ from typing import Any
 
 import tensorflow as tf
 
-from . import checkpoints, modelio, sharding, summaries
+from . import checkpoints, modelio, sharding, tensorboard_scalars
 from .cluster import read_tf_config, wait_for_addresses
 from .config import JobSettings
 from .contract import ModelContract
 from .errors import ContractFailure, InfrastructureError, LostClusterError, NumericsError, PreemptedError, TrainerError
 from .progress import Progress
-from .summary import format_success
+from .termination import format_success
 
 IN_FLIGHT_PER_WORKER = 32
 """Steps scheduled ahead of the workers, per worker: enough to keep each busy, few enough that a stop
@@ -247,8 +247,8 @@ class Trainer:
     def _report(self, step: int, loss: float, rate: float) -> None:
         self.progress.update(step=step, loss=loss, steps_per_second=rate)
         with self.writer.as_default():
-            summaries.scalar("loss", loss, step)
-            summaries.scalar("steps_per_second", rate, step)
+            tensorboard_scalars.scalar("loss", loss, step)
+            tensorboard_scalars.scalar("steps_per_second", rate, step)
 
     def _save(self, step: int) -> None:
         try:

@@ -15,7 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from . import checkpoints, modelio, summaries
+from . import checkpoints, modelio, tensorboard_scalars
 from .config import JobSettings
 from .contract import ModelContract
 from .progress import Progress
@@ -87,7 +87,7 @@ class Evaluator:
             )
             with self.writer.as_default():
                 for k, v in results.items():
-                    summaries.scalar(k, v, step)
+                    tensorboard_scalars.scalar(k, v, step)
             self.writer.flush()
             print(
                 f"tfps-trainer evaluator: step {step} " + " ".join(f"{k}={v:.6g}" for k, v in sorted(results.items())),

@@ -1,7 +1,12 @@
-"""The exit-code contract between trainer processes and whoever restarts them (the operator, ``tfps run``).
+"""The exit codes of the trainer and of the exporter, and what they tell whoever restarts them.
 
-One table, TF-free, imported by the trainer (which exits with these codes), by the operator's failure
-policy and by the local runner (which read them). Every code has a *kind*:
+TF-free: the trainer and the exporter exit with these codes; the operator (its failure policy, its
+reading of a failed export Job) and the local runner read them. Two tables, one per process, because
+the same number means different things: :data:`TABLE` for ``python -m tfps_trainer`` (every trainer
+pod) and :data:`EXPORT_TABLE` for ``python -m tfps_trainer.export`` (the export and pre-flight Jobs).
+
+Every code has a *kind* (the exporter's codes use the same words to say whether another attempt can
+succeed; :func:`kind` and the restart policies below are the trainer's):
 
 * ``success``: the role finished its work.
 * ``retryable``: the environment failed, not the job (a lost parameter server, a preemption, storage
@@ -11,7 +16,7 @@ policy and by the local runner (which read them). Every code has a *kind*:
 * ``unknown``: an unexpected error (a bug or an unforeseen condition). ``OnFailure`` retries it
   (bounded by ``backoffLimit``), ``ExitCode`` treats it as permanent (as Kubeflow does with 1-127).
 
-In script mode the user's program's own exit code is reported and read through this same table (a
+In script mode the user's program's own exit code is reported and read through the trainer's table (a
 program killed by signal N: 128 + N), so a program can ask for a retry with 5, 6 or 7.
 
 A *preempted* exit (``PREEMPTED``, or a pod that vanished: evicted, drained, deleted) restarts the
@@ -21,6 +26,7 @@ job without counting against ``runPolicy.backoffLimit``: nothing about the job w
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Literal
 
 Kind = Literal["success", "retryable", "permanent", "unknown"]
@@ -87,6 +93,7 @@ TABLE: tuple[ExitCode, ...] = (
     ),
     ExitCode(INTERRUPTED, "Interrupted", "retryable", "interrupted (SIGINT)"),
 )
+"""The trainer's codes (``python -m tfps_trainer``: every trainer pod; in script mode, also the program's)."""
 BY_CODE: dict[int, ExitCode] = {e.code: e for e in TABLE}
 
 
@@ -123,4 +130,72 @@ def markdown_table() -> str:
         f"| >{SIGNAL_BASE} | Signal | retryable | killed by signal N = code - {SIGNAL_BASE} (137: SIGKILL/OOM) |"
     )
     rows.append("| other 1-127 | - | unknown | as 1 |")
+    return "\n".join(rows)
+
+
+# --- the exporter -----------------------------------------------------------------------------------
+
+
+class ExportCode(IntEnum):
+    """The exporter's exit codes: 0, or the code of its failure's reason (``ExportFailed.reason``)."""
+
+    OK = 0
+    INTERNAL_ERROR = 1
+    SETTINGS_INVALID = 2
+    CONTRACT_ERROR = 3
+    CHECKPOINT_NOT_FOUND = 4
+    CHECKPOINT_CORRUPT = 5
+    CONVERSION_FAILED = 6
+    VERIFICATION_FAILED = 7
+    UNSAFE_PATH = 8
+    PUBLISH_FAILED = 9
+    INTERRUPTED = 10
+
+
+EXPORT_TABLE: tuple[ExitCode, ...] = (
+    ExitCode(ExportCode.OK, "OK", "success", "every required format was exported, verified and published"),
+    ExitCode(ExportCode.INTERNAL_ERROR, "InternalError", "unknown", "a bug; the message has the exception"),
+    ExitCode(ExportCode.SETTINGS_INVALID, "SettingsInvalid", "permanent", "TFPS_JOB or the command line is malformed"),
+    ExitCode(
+        ExportCode.CONTRACT_ERROR,
+        "ContractError",
+        "permanent",
+        "the model module cannot be loaded, breaks the contract, or the model is not supported",
+    ),
+    ExitCode(
+        ExportCode.CHECKPOINT_NOT_FOUND, "CheckpointNotFound", "permanent", "no checkpoint (or not the requested step)"
+    ),
+    ExitCode(
+        ExportCode.CHECKPOINT_CORRUPT,
+        "CheckpointCorrupt",
+        "permanent",
+        "the checkpoint cannot be restored into the model, or its weights or outputs hold NaN/Inf",
+    ),
+    ExitCode(
+        ExportCode.CONVERSION_FAILED,
+        "ConversionFailed",
+        "permanent",
+        "a format could not be produced (e.g. an op the format does not support)",
+    ),
+    ExitCode(
+        ExportCode.VERIFICATION_FAILED,
+        "VerificationFailed",
+        "permanent",
+        "an artifact's outputs differ from the TensorFlow model beyond tolerance",
+    ),
+    ExitCode(ExportCode.UNSAFE_PATH, "UnsafePath", "permanent", "a path escapes the job root or is a symlink"),
+    ExitCode(ExportCode.PUBLISH_FAILED, "PublishFailed", "retryable", "I/O error while writing or renaming the export"),
+    ExitCode(ExportCode.INTERRUPTED, "Interrupted", "retryable", "SIGTERM/SIGINT: nothing was published"),
+)
+"""Every failing code's name is the reason the exporter reports with it, so a failed export can be named
+even when its termination message is missing."""
+EXPORT_CODE_BY_REASON: dict[str, int] = {e.name: int(e.code) for e in EXPORT_TABLE if e.code != ExportCode.OK}
+EXPORT_REASON_BY_CODE: dict[int, str] = {int(e.code): e.name for e in EXPORT_TABLE if e.code != ExportCode.OK}
+
+
+def export_markdown_table() -> str:
+    """The exporter's table as Markdown (docs/operator.md and the exporter's README carry this text)."""
+    rows = ["| code | reason | kind | meaning |", "|---|---|---|---|"]
+    rows += [f"| {int(e.code)} | {e.name} | {e.kind} | {e.meaning} |" for e in EXPORT_TABLE]
+    rows.append(f"| >{SIGNAL_BASE} | - | retryable | killed by signal N = code - {SIGNAL_BASE}, without a result |")
     return "\n".join(rows)

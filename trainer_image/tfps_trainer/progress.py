@@ -1,12 +1,6 @@
 """The progress endpoint of the chief and the evaluator (TF-free).
 
-``GET /status`` returns JSON::
-
-    {"role": "chief", "state": "running" | "succeeded" | "failed", "message": str,
-     "step": int, "target_steps": int, "loss": float | null, "steps_per_second": float | null,
-     "checkpoint": {"step": int, "path": str, "time": "2026-01-01T00:00:00+00:00"} | null,
-     "metrics": {name: float}, "updated": ISO8601}
-
+``GET /status`` returns the role's :class:`~tfps_trainer.progress_report.ProgressReport` as JSON.
 ``GET /metrics`` returns the same numbers in Prometheus text format (its own registry, so nothing
 global leaks in). The server binds ``TFPS_PROGRESS_HOST`` (default ``0.0.0.0`` so the operator can
 reach a pod; tests and ``tfps run`` use ``127.0.0.1``) and the job's ``progress_port``, overridable
@@ -15,7 +9,6 @@ with ``TFPS_PROGRESS_PORT`` (``0`` picks a free port).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
@@ -27,10 +20,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from .progress_report import STATES, CheckpointReport, ProgressReport, State
+
 HOST_ENV = "TFPS_PROGRESS_HOST"
 PORT_ENV = "TFPS_PROGRESS_PORT"
 DEFAULT_HOST = "0.0.0.0"
-STATES = ("running", "succeeded", "failed")
 
 
 def now_iso() -> str:
@@ -46,12 +40,12 @@ class CheckpointInfo:
 
 @dataclass
 class Progress:
-    """Thread-safe progress of one role; the HTTP handler reads snapshots of it."""
+    """Thread-safe progress of one role; the HTTP handler sends its :meth:`report`."""
 
     role: str
     target_steps: int
     job: str = ""
-    state: str = "running"
+    state: State = "running"
     message: str = ""
     step: int = 0
     loss: float | None = None
@@ -69,21 +63,27 @@ class Progress:
                 setattr(self, key, value)
             self.updated = now_iso()
 
-    def snapshot(self) -> dict[str, Any]:
+    def report(self) -> ProgressReport:
+        """What ``GET /status`` answers now (a NaN or infinite number is reported as null)."""
         with self._lock:
-            return {
-                "role": self.role,
-                "job": self.job,
-                "state": self.state,
-                "message": self.message,
-                "step": self.step,
-                "target_steps": self.target_steps,
-                "loss": _finite_or_none(self.loss),
-                "steps_per_second": _finite_or_none(self.steps_per_second),
-                "checkpoint": None if self.checkpoint is None else dict(vars(self.checkpoint)),
-                "metrics": {k: _finite_or_none(v) for k, v in self.metrics.items()},
-                "updated": self.updated,
-            }
+            ck = self.checkpoint
+            return ProgressReport(
+                role=self.role,
+                job=self.job,
+                state=self.state,
+                message=self.message,
+                step=self.step,
+                target_steps=self.target_steps,
+                loss=_finite_or_none(self.loss),
+                steps_per_second=_finite_or_none(self.steps_per_second),
+                checkpoint=None if ck is None else CheckpointReport(step=ck.step, path=ck.path, time=ck.time),
+                metrics={k: _finite_or_none(v) for k, v in self.metrics.items()},
+                updated=self.updated,
+            )
+
+    def snapshot(self) -> dict[str, Any]:
+        """:meth:`report` as the JSON object it is sent as."""
+        return self.report().model_dump()
 
 
 def _finite_or_none(value: float | None) -> float | None:
@@ -93,10 +93,10 @@ def _finite_or_none(value: float | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def prometheus_text(snap: dict[str, Any]) -> bytes:
-    """Render a snapshot as Prometheus text using a fresh registry."""
+def prometheus_text(report: ProgressReport) -> bytes:
+    """Render a report as Prometheus text using a fresh registry."""
     reg = CollectorRegistry(auto_describe=False)
-    labels = {"role": snap["role"], "job": snap["job"]}
+    labels = {"role": report.role or "", "job": report.job or ""}
     names = list(labels)
 
     def gauge(name: str, doc: str, value: float | None, extra: dict[str, str] | None = None) -> None:
@@ -106,23 +106,24 @@ def prometheus_text(snap: dict[str, Any]) -> bytes:
         g = Gauge(name, doc, list(lab), registry=reg)
         g.labels(**lab).set(value)
 
-    gauge("tfps_step", "Global training step (evaluator: step of the last evaluated checkpoint).", snap["step"])
-    gauge("tfps_target_steps", "Target number of training steps.", snap["target_steps"])
-    gauge("tfps_loss", "Latest training loss (evaluator: evaluation loss).", snap["loss"])
-    gauge("tfps_steps_per_second", "Training throughput.", snap["steps_per_second"])
-    ck = snap["checkpoint"]
+    gauge("tfps_step", "Global training step (evaluator: step of the last evaluated checkpoint).", report.step)
+    gauge("tfps_target_steps", "Target number of training steps.", report.target_steps)
+    gauge("tfps_loss", "Latest training loss (evaluator: evaluation loss).", report.loss)
+    gauge("tfps_steps_per_second", "Training throughput.", report.steps_per_second)
+    ck = report.checkpoint
     if ck is not None:
-        gauge("tfps_checkpoint_step", "Step of the latest checkpoint.", ck["step"])
-        ts = datetime.fromisoformat(ck["time"]).timestamp()
+        gauge("tfps_checkpoint_step", "Step of the latest checkpoint.", ck.step)
+        at = ck.at
+        ts = None if at is None else at.timestamp()
         gauge("tfps_checkpoint_timestamp_seconds", "Unix time of the latest checkpoint.", ts)
     state = Gauge("tfps_state", "1 for the current state of the role.", names + ["state"], registry=reg)
     for s in STATES:
-        state.labels(**labels, state=s).set(1.0 if snap["state"] == s else 0.0)
-    if snap["metrics"]:
+        state.labels(**labels, state=s).set(1.0 if report.state == s else 0.0)
+    if report.metrics:
         metric = Gauge(
             "tfps_metric", "Evaluation metrics of the last evaluated checkpoint.", names + ["name"], registry=reg
         )
-        for name, value in snap["metrics"].items():
+        for name, value in report.metrics.items():
             if value is not None:
                 metric.labels(**labels, name=name).set(value)
     return generate_latest(reg)
@@ -134,9 +135,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/status":
-            body, ctype = json.dumps(self.progress.snapshot()).encode(), "application/json"
+            body, ctype = self.progress.report().model_dump_json().encode(), "application/json"
         elif path == "/metrics":
-            body, ctype = prometheus_text(self.progress.snapshot()), CONTENT_TYPE_LATEST
+            body, ctype = prometheus_text(self.progress.report()), CONTENT_TYPE_LATEST
         elif path in ("/healthz", "/"):
             body, ctype = b"ok\n", "text/plain"
         else:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import http.client
-import json
 import sys
 import time
 import urllib.request
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
+from tfps_trainer.progress_report import ProgressReport, read_report
+
 
 @dataclass(frozen=True)
 class Status:
-    """The fields of the chief's ``GET /status`` that ``tfps run`` shows."""
+    """The fields of the chief's ``GET /status`` that ``tfps run`` shows (a checkpoint's step is shown
+    even when its path or time is unusable)."""
 
     step: int | None = None
     loss: float | None = None
@@ -24,34 +26,32 @@ class Status:
     message: str | None = None
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Status:
-        ckpt = doc.get("checkpoint") or {}
+    def from_report(cls, report: ProgressReport) -> Status:
+        ckpt = report.checkpoint
         return cls(
-            step=_int(doc.get("step")),
-            loss=_float(doc.get("loss")),
-            steps_per_second=_float(doc.get("steps_per_second")),
-            checkpoint_step=_int(ckpt.get("step")) if isinstance(ckpt, dict) else None,
-            checkpoint_path=ckpt.get("path") if isinstance(ckpt, dict) else None,
-            state=doc.get("state"),
-            message=doc.get("message") or None,
+            step=report.step,
+            loss=report.loss,
+            steps_per_second=report.steps_per_second,
+            checkpoint_step=ckpt.step if ckpt else None,
+            checkpoint_path=ckpt.path if ckpt else None,
+            state=report.state,
+            message=report.message or None,
         )
 
-
-def _int(v: Any) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _float(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Status:
+        """The decoded ``/status`` answer (raises ``ValueError`` when it is no report)."""
+        return cls.from_report(ProgressReport.model_validate(doc))
 
 
 def fetch_status(url: str, timeout: float = 0.5) -> Status | None:
     """One GET of the chief's status endpoint (a loopback URL); None while it is not up."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return Status.from_json(json.loads(resp.read()))
+            report = read_report(resp.read())
     except (OSError, ValueError, http.client.HTTPException):  # not up yet, going away, or half an answer
         return None
+    return None if report is None else Status.from_report(report)
 
 
 class Display(Protocol):

@@ -26,10 +26,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import ValidationError
-
-from tfps_trainer.summary import parse_success
-
 from ..api.models import (
     Artifact,
     CheckpointStatus,
@@ -50,7 +46,7 @@ from ..manifests.pvc import storage_claim
 from ..manifests.service import headless_service
 from ..settings import BuildConfig
 from . import conditions as C
-from . import crashloop, gang, stall, waiting
+from . import crashloop, gang, messages, stall, waiting
 from .failure_policy import Decision, on_failure
 from .observed import Observed, PodObs
 from .plan import Create, Delete, DeleteOwner, DeletePods, Event, Plan
@@ -430,7 +426,7 @@ def _restart_job(r: _Reconciliation, d: Decision, current: dict[str, PodObs]) ->
 def _final_checkpoint(r: _Reconciliation, chief: PodObs) -> None:
     """The chief's success summary names its final checkpoint. The progress monitor polls only while
     the job is Running, so a short run (or the last interval of any run) is only seen here."""
-    final = parse_success(chief.message)
+    final = messages.final_checkpoint(chief.message)
     known = r.status.checkpoint.step if r.status.checkpoint and r.status.checkpoint.step is not None else -1
     if final is not None and final.path is not None and final.step > known:
         r.status.checkpoint = CheckpointStatus(step=final.step, path=final.path, time=chief.finished_at or r.now)
@@ -486,12 +482,9 @@ def _preflight(r: _Reconciliation) -> bool:
     pod = _last(p for p in r.obs.preflight_pods if p.phase in ("Succeeded", "Failed"))
     if pod is None and not (pj.complete or pj.failed):
         return False
-    from tfps_trainer.export.result import ExportFailed, parse_any
+    from tfps_trainer.export.result import ExportFailed
 
-    try:
-        report = parse_any(pod.message) if pod and pod.message else None
-    except (ValidationError, ValueError):
-        report = None
+    report = messages.preflight_report(pod.message) if pod else None
     if report is None or isinstance(report, ExportFailed) and report.reason in ("InternalError", "Interrupted"):
         why = (
             f"{report.reason}: {report.message}"
@@ -546,7 +539,7 @@ def _exporting(r: _Reconciliation, manifest: dict[str, Any] | None) -> None:
         return
     if ej.complete:
         pod = _last(p for p in r.obs.export_pods if p.phase == "Succeeded")
-        result = _parse_result(pod.message if pod else "")
+        result = messages.export_result(pod.message if pod else "")
         if isinstance(result, str):
             _fail(r, "ExportFailed", f"export Job {name} completed but left no usable result: {result}")
             return
@@ -559,7 +552,7 @@ def _exporting(r: _Reconciliation, manifest: dict[str, Any] | None) -> None:
         _succeed(r, "ExportSucceeded", f"exported checkpoint step {result.step} to {result.path} ({formats})")
     elif ej.failed:
         pod = _last(p for p in r.obs.export_pods if p.phase == "Failed")
-        result = _parse_result(pod.message) if pod else "no pod"
+        result = messages.export_result(pod.message) if pod else "no pod"
         if not isinstance(result, str) and not result.ok:
             _record_export(r, name, result)
         _fail(r, "ExportFailed", _export_failure(r, name, ej.message))
@@ -610,33 +603,10 @@ def _record_export(r: _Reconciliation, name: str, result: Any) -> None:
 
 
 def _export_failure(r: _Reconciliation, name: str, job_message: str) -> str:
-    from tfps_trainer.export.result import REASONS_BY_EXIT_CODE
-
     pod = _last(p for p in r.obs.export_pods if p.phase == "Failed")
-    if pod is not None:
-        result = _parse_result(pod.message)
-        if not isinstance(result, str) and not result.ok:
-            return f"{result.reason}: {result.message}"
-        if pod.exit_code in REASONS_BY_EXIT_CODE:
-            tail = f"; output: {pod.message[-500:]}" if pod.message else ""
-            return f"{REASONS_BY_EXIT_CODE[pod.exit_code]} (exit code {pod.exit_code}){tail}"
-        if pod.exit_code is not None:
-            return f"exporter died with exit code {pod.exit_code} without a result" + (
-                f": {pod.message[-500:]}" if pod.message else ""
-            )
+    if pod is not None and (why := messages.export_failure(pod.exit_code, pod.message)) is not None:
+        return why
     return f"export Job {name} failed: {job_message or 'no message'}"
-
-
-def _parse_result(message: str) -> Any:
-    """The exporter's result, or a string saying why there is none."""
-    from tfps_trainer.export.result import parse_message
-
-    if not message:
-        return "no termination message"
-    try:
-        return parse_message(message)
-    except (ValidationError, ValueError) as exc:
-        return f"termination message is not an export result ({str(exc).splitlines()[0]})"
 
 
 def _last(pods: Any) -> PodObs | None:

@@ -1,7 +1,8 @@
 """Verified export: ``python -m tfps_trainer.export`` (see :mod:`.__main__`).
 
 Modules, one job each:
-    result     the termination-message schema and exit codes (TF-free; the operator imports it)
+    result     the termination-message schema (TF-free; the operator imports it; exit codes:
+               tfps_trainer.exitcodes)
     errors     ExportError(reason, message)
     safepaths  refusal of paths escaping the job root, ``..`` and symlinks
     source     checkpoint lookup, model restore, real input samples

@@ -21,8 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..termination import write_termination_log
 from .journal import JOURNAL_ENV, crash_failure, last_begun
-from .result import ExportFailed, FormatFailure, encode, exit_code, parse_any, write_termination_log
+from .result import ExportFailed, FormatFailure, encode, exit_code, parse_any
 from .worker import Result, parser
 
 MAX_ATTEMPTS = 8

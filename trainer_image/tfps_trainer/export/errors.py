@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from .result import EXIT_CODES, ExportFailed, Reason
+from ..exitcodes import EXPORT_CODE_BY_REASON
+from ..termination import one_line
+from .result import ExportFailed, Reason
 
 
 class ExportError(Exception):
@@ -17,7 +19,7 @@ class ExportError(Exception):
 
     @property
     def exit_code(self) -> int:
-        return int(EXIT_CODES[self.reason])
+        return EXPORT_CODE_BY_REASON[self.reason]
 
     def to_result(self) -> ExportFailed:
         return ExportFailed(reason=self.reason, message=self.message)
@@ -27,7 +29,7 @@ CANCELLED = threading.Event()
 """Set by the SIGTERM/SIGINT handler; the pipeline checks it between steps and right before publishing."""
 
 
-def one_line(exc: BaseException, limit: int = 600) -> str:
-    """``Type: message`` on one line, shortened: for messages built from library exceptions."""
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:limit]}"
+def error_line(exc: BaseException, limit: int = 600) -> str:
+    """``Type: message`` on one line, the message shortened to ``limit`` characters: for messages built
+    from library exceptions."""
+    return f"{type(exc).__name__}: {one_line(str(exc), limit)}"

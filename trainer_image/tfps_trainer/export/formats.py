@@ -45,7 +45,7 @@ import numpy as np
 import tensorflow as tf
 
 from .artifact import SIGNATURE, Artifact, label
-from .errors import ExportError, one_line
+from .errors import ExportError, error_line
 
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
 DEFAULT_CALIBRATION_SAMPLES = 512
@@ -118,7 +118,7 @@ def savedmodel(model: Any, serve: Serving, path: Path, batch: int | None = None)
         archive.add_endpoint(name=SIGNATURE, fn=serve.fn, input_signature=[signature])
         archive.write_out(str(path), verbose=False)
     except Exception as exc:
-        raise ExportError("ConversionFailed", f"savedmodel: export failed: {one_line(exc)}") from None
+        raise ExportError("ConversionFailed", f"savedmodel: export failed: {error_line(exc)}") from None
     return Artifact(format="savedmodel", rel=path.name, details={"signature": SIGNATURE})
 
 
@@ -126,7 +126,7 @@ def keras_file(model: Any, path: Path) -> Artifact:
     try:
         model.save(str(path))
     except Exception as exc:
-        raise ExportError("ConversionFailed", f"keras: model.save failed: {one_line(exc)}") from None
+        raise ExportError("ConversionFailed", f"keras: model.save failed: {error_line(exc)}") from None
     return Artifact(format="keras", rel=path.name)
 
 
@@ -134,7 +134,7 @@ def weights_file(model: Any, path: Path) -> Artifact:
     try:
         model.save_weights(str(path))
     except Exception as exc:
-        raise ExportError("ConversionFailed", f"weights: model.save_weights failed: {one_line(exc)}") from None
+        raise ExportError("ConversionFailed", f"weights: model.save_weights failed: {error_line(exc)}") from None
     return Artifact(format="weights", rel=path.name)
 
 
@@ -193,7 +193,7 @@ def converter_failure(lbl: str, exc: BaseException) -> ExportError:
         if msg and msg not in messages:
             messages.append(msg)
     if not messages:
-        messages = [m.strip() for m in re.findall(r"error: (?:loc\(.*?\)\)*:? ?)?([^\n]+)", text)] or [one_line(exc)]
+        messages = [m.strip() for m in re.findall(r"error: (?:loc\(.*?\)\)*:? ?)?([^\n]+)", text)] or [error_line(exc)]
     reason = "; ".join(messages)
     if "tensor list" in reason.lower() or "TensorList" in reason:
         return TensorListError("ConversionFailed", f"{lbl}: {reason}")
@@ -241,7 +241,7 @@ def onnx(saved_model_dir: Path, path: Path, opset: int, serve: Serving) -> Artif
                 continue_on_error=True,
             )
     except Exception as exc:
-        raise ExportError("ConversionFailed", f"{lbl}: conversion failed: {one_line(exc)}") from None
+        raise ExportError("ConversionFailed", f"{lbl}: conversion failed: {error_line(exc)}") from None
     unknown = sorted({n.op_type for n in proto.graph.node if not _known_onnx_op(n, opset)})
     if set(unknown) & _TABLE_OPS:
         raise ExportError(
@@ -253,7 +253,7 @@ def onnx(saved_model_dir: Path, path: Path, opset: int, serve: Serving) -> Artif
         onnx_lib.checker.check_model(proto)
     except Exception as exc:
         hint = f" (ops tf2onnx could not convert: {', '.join(unknown)})" if unknown else ""
-        raise ExportError("ConversionFailed", f"{lbl}: invalid model{hint}: {one_line(exc)}") from None
+        raise ExportError("ConversionFailed", f"{lbl}: invalid model{hint}: {error_line(exc)}") from None
     if unknown:
         raise ExportError("ConversionFailed", f"{lbl}: ops tf2onnx could not convert: {', '.join(unknown)}")
     names = list(serve.signature)

@@ -24,7 +24,7 @@ from ..config import JobSettings
 from ..contract import ModelContract
 from ..script.env import KERAS_FILE, SAMPLES_FILE
 from ..script.follow import checkpoint_step, latest_prefix
-from .errors import ExportError, one_line
+from .errors import ExportError, error_line
 
 SYNTHETIC_SEED = 0
 SYNTHETIC_INT_HIGH = 10
@@ -75,7 +75,7 @@ def load_keras_model(ref: SavedModelRef) -> Any:
             module = __import__(name)
             return module.models.load_model(str(ref.path), compile=False)
         except Exception as exc:
-            errors.append(f"{name}: {one_line(exc)[:300]}")
+            errors.append(f"{name}: {error_line(exc)[:300]}")
     raise ExportError("ContractError", f"{ref.rel}: cannot be loaded as a Keras model ({'; '.join(errors)})")
 
 
@@ -132,7 +132,7 @@ def _read_samples(path: Path, sig: dict[str, tf.TensorSpec]) -> dict[str, np.nda
             found = {k: data[k] for k in data.files}
     except Exception as exc:
         raise ExportError(
-            "ContractError", f"{path.name} ($TFPS_SAMPLES_FILE) cannot be read: {one_line(exc)}"
+            "ContractError", f"{path.name} ($TFPS_SAMPLES_FILE) cannot be read: {error_line(exc)}"
         ) from None
     if len(sig) == 1 and len(found) == 1:
         return {next(iter(sig)): next(iter(found.values()))}

@@ -4,9 +4,10 @@ TF-free and Kubernetes-free: the operator imports this module to parse what the 
 
 Transport
     On exit, ``python -m tfps_trainer.export`` writes ONE compact JSON object (no newline inside,
-    always < :data:`MAX_MESSAGE_BYTES` bytes, Kubernetes truncates termination messages at 4096)
-    to the file named by env ``TFPS_TERMINATION_LOG`` (default ``/dev/termination-log``, written only
-    if it exists; skipped when unwritable), and the same line to stdout as its last line.
+    always < :data:`~tfps_trainer.termination.MAX_MESSAGE_BYTES` bytes, Kubernetes truncates
+    termination messages at 4096) to its termination log
+    (:func:`tfps_trainer.termination.write_termination_log`), and the same line to stdout as its last
+    line.
 
 Every requested format has an outcome: it passed (an ``artifacts`` entry, published) or it failed
 (a ``failed`` entry with its reason, not published). The formats in ``required`` decide the exit code.
@@ -24,14 +25,15 @@ Success (exit code 0: every required format passed; optional ones may be in ``fa
     verification. ``artifacts`` is dropped (``truncated: true``) only if the message would not fit
     in 4096 bytes; ``manifest.json`` always has everything.
 
-Failure (exit code from :class:`ExitCode`, never 0)::
+Failure (exit code from :class:`tfps_trainer.exitcodes.ExportCode`, never 0)::
 
     {"ok": false, "reason": "VerificationFailed", "message": "onnx: max abs error 3e-05 > ...",
      "step": 120, "path": "exports/120", "artifacts": [...], "failed": [...]}
 
-    ``reason`` is one of :data:`Reason`; each reason has its own exit code (:data:`EXIT_CODES`), so
-    the operator can still name the failure when the termination message is missing. Exit codes not in
-    the table (e.g. 137 when killed) mean the exporter died without reporting. When a required format
+    ``reason`` is one of :data:`Reason`; each reason has its own exit code
+    (:data:`tfps_trainer.exitcodes.EXPORT_TABLE`, which says what each means), so the operator can
+    still name the failure when the termination message is missing. Exit codes not in the table
+    (e.g. 137 when killed) mean the exporter died without reporting. When a required format
     failed but others passed, those were still published: ``path`` and ``artifacts`` say where
     (``exports/latest`` does not move to such an export).
 
@@ -41,7 +43,7 @@ fails) writes a :class:`PreflightReport`::
     {"preflight": true, "ok": true, "artifacts": [{"format": "savedmodel", "bytes": 51234, "maxError": 0.0, ...}],
      "failed": [...], "requiredFailed": [], "warnings": [...]}
 
-Operator usage::
+Readers: the operator (:mod:`tfps_operator.reconcile.messages`) and ``tfps run``::
 
     from tfps_trainer.export.result import parse_message
     result = parse_message(container.state.terminated.message)   # ExportSucceeded | ExportFailed
@@ -49,59 +51,30 @@ Operator usage::
 
 from __future__ import annotations
 
-import os
-from enum import IntEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
 
-MAX_MESSAGE_BYTES = 4096
-DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+from ..exitcodes import EXPORT_CODE_BY_REASON, ExportCode
+from ..termination import MAX_MESSAGE_BYTES
 
 ArtifactFormat = Literal["savedmodel", "tflite", "onnx", "keras", "weights"]
 
 Reason = Literal[
-    "SettingsInvalid",  # TFPS_JOB or the command line is malformed
-    "ContractError",  # the model module cannot be loaded / breaks the contract / unsupported model
-    "CheckpointNotFound",  # no checkpoint (or not the requested step)
-    "CheckpointCorrupt",  # the checkpoint cannot be restored into the model, or holds NaN/Inf
-    "ConversionFailed",  # a format could not be produced (e.g. an op the format does not support)
-    "VerificationFailed",  # an artifact's outputs differ from the TensorFlow model beyond tolerance
-    "UnsafePath",  # a path escapes the job root or is a symlink
-    "PublishFailed",  # I/O error while writing or renaming the export
-    "Interrupted",  # SIGTERM/SIGINT: nothing was published
-    "InternalError",  # a bug; the message has the exception
+    "SettingsInvalid",
+    "ContractError",
+    "CheckpointNotFound",
+    "CheckpointCorrupt",
+    "ConversionFailed",
+    "VerificationFailed",
+    "UnsafePath",
+    "PublishFailed",
+    "Interrupted",
+    "InternalError",
 ]
-
-
-class ExitCode(IntEnum):
-    OK = 0
-    INTERNAL_ERROR = 1
-    SETTINGS_INVALID = 2
-    CONTRACT_ERROR = 3
-    CHECKPOINT_NOT_FOUND = 4
-    CHECKPOINT_CORRUPT = 5
-    CONVERSION_FAILED = 6
-    VERIFICATION_FAILED = 7
-    UNSAFE_PATH = 8
-    PUBLISH_FAILED = 9
-    INTERRUPTED = 10
-
-
-EXIT_CODES: dict[str, ExitCode] = {
-    "SettingsInvalid": ExitCode.SETTINGS_INVALID,
-    "ContractError": ExitCode.CONTRACT_ERROR,
-    "CheckpointNotFound": ExitCode.CHECKPOINT_NOT_FOUND,
-    "CheckpointCorrupt": ExitCode.CHECKPOINT_CORRUPT,
-    "ConversionFailed": ExitCode.CONVERSION_FAILED,
-    "VerificationFailed": ExitCode.VERIFICATION_FAILED,
-    "UnsafePath": ExitCode.UNSAFE_PATH,
-    "PublishFailed": ExitCode.PUBLISH_FAILED,
-    "Interrupted": ExitCode.INTERRUPTED,
-    "InternalError": ExitCode.INTERNAL_ERROR,
-}
-REASONS_BY_EXIT_CODE: dict[int, str] = {int(code): reason for reason, code in EXIT_CODES.items()}
+"""Why an export failed: the names of the failing codes of :data:`tfps_trainer.exitcodes.EXPORT_TABLE`
+(which says what each means)."""
 
 
 class _Msg(BaseModel):
@@ -263,24 +236,7 @@ def encode(result: ExportSucceeded | ExportFailed | PreflightReport) -> str:
 def exit_code(result: ExportSucceeded | ExportFailed | PreflightReport) -> int:
     if isinstance(result, PreflightReport):
         if result.ok:
-            return int(ExitCode.OK)
+            return int(ExportCode.OK)
         first = next((f for f in result.failed if f.label in result.required_failed), None)
-        return int(EXIT_CODES[first.reason]) if first else int(ExitCode.VERIFICATION_FAILED)
-    return int(ExitCode.OK) if result.ok else int(EXIT_CODES[result.reason])
-
-
-def write_termination_log(line: str, path: str | None = None) -> bool:
-    """Write ``line`` to the termination log; False (and no exception) when it cannot be written.
-
-    The default ``/dev/termination-log`` is only written when it exists (Kubernetes mounts it), so a
-    local run as root never creates a stray file in /dev; an explicit path is created.
-    """
-    target = path or os.environ.get("TFPS_TERMINATION_LOG") or DEFAULT_TERMINATION_LOG
-    if target == DEFAULT_TERMINATION_LOG and not os.path.exists(target):
-        return False
-    try:
-        with open(target, "w", encoding="utf-8") as fh:
-            fh.write(line)
-        return True
-    except OSError:
-        return False
+        return EXPORT_CODE_BY_REASON[first.reason] if first else int(ExportCode.VERIFICATION_FAILED)
+    return int(ExportCode.OK) if result.ok else EXPORT_CODE_BY_REASON[result.reason]

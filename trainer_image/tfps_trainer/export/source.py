@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from ..config import JobSettings
 from ..contract import ContractError, ModelContract, load
-from .errors import ExportError, one_line
+from .errors import ExportError, error_line
 from .safepaths import inside
 
 _CKPT = re.compile(r"^ckpt-(\d+)$")
@@ -79,7 +79,7 @@ def _step_of(prefix: Path) -> int:
         if reader.has_tensor(STEP_KEY):
             return int(reader.get_tensor(STEP_KEY))
     except Exception as exc:
-        raise ExportError("CheckpointCorrupt", f"checkpoint {prefix} cannot be read: {one_line(exc)}") from None
+        raise ExportError("CheckpointCorrupt", f"checkpoint {prefix} cannot be read: {error_line(exc)}") from None
     m = _CKPT.match(prefix.name)
     if not m:
         raise ExportError("CheckpointCorrupt", f"checkpoint {prefix} has no 'step' variable and no ckpt-N name")
@@ -91,7 +91,7 @@ def input_signature(contract: ModelContract, args: dict[str, Any]) -> dict[str, 
     try:
         sig = contract.input_signature(args)
     except Exception as exc:
-        raise ExportError("ContractError", f"{contract.module_name}.input_signature raised {one_line(exc)}") from None
+        raise ExportError("ContractError", f"{contract.module_name}.input_signature raised {error_line(exc)}") from None
     if not isinstance(sig, dict) or not sig:
         raise ExportError("ContractError", f"{contract.module_name}.input_signature must return a non-empty dict")
     out = {}
@@ -150,7 +150,7 @@ def samples(
         raise
     except Exception as exc:
         src = "sample_inputs" if fn is not None else "dataset"
-        raise ExportError("ContractError", f"{contract.module_name}.{src} raised {one_line(exc)}") from None
+        raise ExportError("ContractError", f"{contract.module_name}.{src} raised {error_line(exc)}") from None
     if not isinstance(raw, dict):
         if len(sig) != 1:
             raise ExportError("ContractError", f"{contract.module_name}: samples must be a dict keyed by {list(sig)}")
@@ -215,7 +215,7 @@ def build_model(contract: ModelContract, args: dict[str, Any], sample: dict[str,
             model = contract.build_model(args)
             model(sample if as_dict else next(iter(sample.values())), training=False)
     except Exception as exc:
-        raise ExportError("ContractError", f"{contract.module_name}.build_model failed: {one_line(exc)}") from None
+        raise ExportError("ContractError", f"{contract.module_name}.build_model failed: {error_line(exc)}") from None
     return model
 
 
@@ -231,7 +231,7 @@ def build_and_restore(
     except Exception as exc:
         raise ExportError(
             "CheckpointCorrupt",
-            f"checkpoint {ckpt.rel} cannot be restored into {contract.module_name}: {one_line(exc)}",
+            f"checkpoint {ckpt.rel} cannot be restored into {contract.module_name}: {error_line(exc)}",
         ) from None
     for var in model.weights:
         value = np.asarray(var.numpy() if hasattr(var, "numpy") else var)

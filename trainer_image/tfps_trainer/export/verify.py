@@ -37,7 +37,7 @@ import numpy as np
 
 from ..config import ExportSettings, OutputKind, Tolerance
 from .artifact import SIGNATURE, Artifact
-from .errors import ExportError, one_line
+from .errors import ExportError, error_line
 
 
 @dataclass(frozen=True)
@@ -382,7 +382,7 @@ def run_artifact(
         raise
     except Exception as exc:
         raise ExportError(
-            "VerificationFailed", f"{artifact.label}: cannot run in its runtime: {one_line(exc)}"
+            "VerificationFailed", f"{artifact.label}: cannot run in its runtime: {error_line(exc)}"
         ) from None
 
 
@@ -413,7 +413,7 @@ def run_tflite(
     try:
         return _tflite_outputs(path, inputs, delegates=True)
     except Exception as exc:
-        first = one_line(exc, 300)
+        first = error_line(exc, 300)
         try:
             result = _tflite_outputs(path, inputs, delegates=False)
         except Exception:

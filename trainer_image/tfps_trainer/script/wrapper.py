@@ -21,8 +21,8 @@ from typing import Any
 from .. import exitcodes
 from ..cluster import TaskConfig
 from ..config import JobSettings
-from ..errors import EXIT_OK, TrainerError, report_failure, write_termination_log
-from ..summary import format_success, termination_line
+from ..errors import TrainerError, report_failure
+from ..termination import format_success, termination_line, write_termination_log
 from .env import expand, program_env
 from .follow import CheckpointFollower
 from .report import read_report
@@ -188,7 +188,7 @@ def run(task: TaskConfig, settings: JobSettings) -> int:
         code = program_exit_code(returncode, terminated=signal.SIGTERM in received)
         if watch is not None:
             watch.stop()
-        if code != EXIT_OK:
+        if code != exitcodes.OK:
             reason = describe_exit(argv, program_exit_code(returncode), list(output.tail))
             if code == exitcodes.PREEMPTED:
                 reason += " (after SIGTERM: preempted)"
@@ -198,7 +198,7 @@ def run(task: TaskConfig, settings: JobSettings) -> int:
             progress.update(state="succeeded", message=summary)
         print(termination_line(role, summary), flush=True)
         write_termination_log(termination_line(role, summary))
-        return EXIT_OK
+        return exitcodes.OK
     finally:
         if watch is not None:
             watch.stopped.set()
