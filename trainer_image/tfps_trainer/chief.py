@@ -281,7 +281,8 @@ class Trainer:
         match = _PS_TASK.search(str(exc))
         who = f"parameter server ps/{match.group(1)}" if match else "a parameter server"
         return LostClusterError(
-            f"lost {who} ({type(exc).__name__}: {_first_line(exc)[:200]}): restart the job to resume; {self._resume_hint()}"
+            f"lost {who} ({type(exc).__name__}: {_first_line(exc)[:200]}): restart the job to resume; "
+            f"{self._resume_hint()}"
         )
 
 

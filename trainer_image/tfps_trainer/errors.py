@@ -109,7 +109,8 @@ def termination_text(line: str, trace: str) -> str:
 
 
 def report_failure(role: str, error: TrainerError) -> int:
-    """Write the reason (under the user's traceback, if any) to the termination log and print it as stderr's LAST line; return the code.
+    """Write the reason (under the user's traceback, if any) to the termination log and print it as
+    stderr's LAST line; return the code.
 
     Background TensorFlow threads (the coordinator, gRPC) may still be logging when a role fails;
     after the reason is printed, stdout and stderr are pointed at /dev/null so the reason stays the

@@ -453,7 +453,8 @@ class ReplicaSpec(_Model):
             "numerics; docs/operator.md has the table) fails the job at once under every policy. OnFailure: "
             "other failures are retried: a worker or evaluator is recreated alone, a chief or PS failure restarts "
             "the whole job (counted against runPolicy.backoffLimit unless it was a preemption). Never: any failure "
-            "fails the job. ExitCode: only retryable codes (5 lost PS, 6 preempted, 7 infrastructure, signals) are retried."
+            "fails the job. ExitCode: only retryable codes (5 lost PS, 6 preempted, 7 infrastructure, signals) are "
+            "retried."
         ),
     )
     recreate_limit: int = Field(
@@ -649,7 +650,8 @@ class TrainingSpec(_Model):
         ge=1024,
         le=65535,
         description=(
-            f"gRPC port of the TensorFlow servers; not {DEFAULT_PROGRESS_PORT}, the chief's and evaluator's progress port."
+            f"gRPC port of the TensorFlow servers; not {DEFAULT_PROGRESS_PORT}, the chief's and evaluator's "
+            "progress port."
         ),
     )
     seed: int | None = Field(default=None, ge=0, description="Random seed for reproducible runs.")
@@ -671,7 +673,9 @@ class VolumeClaimTemplate(_Model):
         default_factory=lambda: ["ReadWriteMany"],
         min_length=1,
         max_length=4,
-        description="PVC access modes. Pods of a job may land on several nodes: ReadWriteOnce suits single-node clusters only.",
+        description=(
+            "PVC access modes. Pods of a job may land on several nodes: ReadWriteOnce suits single-node clusters only."
+        ),
     )
     size: str = Field(
         default="10Gi",
@@ -729,7 +733,10 @@ class Tolerance(_Model):
         default=None,
         ge=0,
         le=1,
-        description="For classification outputs: least share of (non-tied) inputs whose predicted class agrees with the model's.",
+        description=(
+            "For classification outputs: least share of (non-tied) inputs whose predicted class agrees with the "
+            "model's."
+        ),
     )
 
 
@@ -748,7 +755,10 @@ class TFLiteExport(_Model):
 
     quantization: Literal["none", "dynamic", "float16", "int8"] = Field(
         default="none",
-        description="Also produce a quantized variant: none, dynamic (range), float16 or int8 (full integer, needs calibrationSamples).",
+        description=(
+            "Also produce a quantized variant: none, dynamic (range), float16 or int8 (full integer, needs "
+            "calibrationSamples)."
+        ),
     )
     calibration_samples: int = Field(
         default=0, ge=0, le=100000, description="Samples from the model's dataset used to calibrate int8."
@@ -811,7 +821,9 @@ class ExportSpec(_Model):
         default_factory=lambda: ["savedmodel", "tflite", "onnx"],
         min_length=1,
         max_length=5,
-        description="Artifacts to produce: a subset of savedmodel, tflite, onnx, keras (.keras file), weights (.weights.h5).",
+        description=(
+            "Artifacts to produce: a subset of savedmodel, tflite, onnx, keras (.keras file), weights (.weights.h5)."
+        ),
     )
     required: list[ExportFormat] | None = Field(
         default=None,
@@ -969,7 +981,8 @@ class PSTrainingJobSpec(_Model):
                 ".training.steps",
             ),
             cel(
-                "has(self.model.command) || self.replicas.evaluator.replicas == 0 || has(self.training.checkpoint.everySeconds)"
+                "has(self.model.command) || self.replicas.evaluator.replicas == 0"
+                " || has(self.training.checkpoint.everySeconds)"
                 " || (has(self.training.checkpoint.everySteps) && has(self.training.steps)"
                 " && self.training.checkpoint.everySteps < self.training.steps)",
                 "an evaluator needs checkpoints during training: set everySteps below training.steps, or everySeconds",
@@ -984,8 +997,10 @@ class PSTrainingJobSpec(_Model):
             ),
             cel(
                 "!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
-                " || self.runPolicy.schedulingPolicy.minAvailable >= self.replicas.chief.replicas + self.replicas.ps.replicas",
-                "must be at least chief + ps replicas: the job cannot train without its chief and every parameter server",
+                " || self.runPolicy.schedulingPolicy.minAvailable"
+                " >= self.replicas.chief.replicas + self.replicas.ps.replicas",
+                "must be at least chief + ps replicas: the job cannot train without its chief and every parameter "
+                "server",
                 ".runPolicy.schedulingPolicy.minAvailable",
             ),
         )

@@ -54,6 +54,7 @@ class Child:
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             log.write(f"\n===== tfps run: {self.name} start #{self.starts} at {stamp} =====\n".encode())
             log.flush()
+            parent = os.getpid()  # read here: preexec_fn runs in the child
             self.popen = subprocess.Popen(
                 list(self.argv),
                 env=self.env,
@@ -61,7 +62,7 @@ class Child:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=lambda parent=os.getpid(): _die_with_parent(parent),
+                preexec_fn=lambda: _die_with_parent(parent),
                 close_fds=True,
             )
         self.started_at = time.monotonic()

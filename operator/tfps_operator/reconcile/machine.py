@@ -117,7 +117,7 @@ def _status_older_than_children(status: PSTrainingJobStatus, obs: Observed) -> b
 
 
 def _decide(x: _Ctx) -> None:
-    job, obs, now, cfg = x.job, x.obs, x.now, x.cfg
+    job, now, cfg = x.job, x.now, x.cfg
     if x.st.phase in TERMINAL:
         _finished(x)
         return
@@ -243,7 +243,7 @@ def _training(x: _Ctx, desired: dict[str, dict[str, Any]], export_manifest: dict
     if restart:
         _restart_job(x, restart, current)
         return
-    for pod, role, d in decisions:  # recreate_pod: delete now (or after its backoff), create once the name is free
+    for pod, _role, d in decisions:  # recreate_pod: delete now (or after its backoff), create once the name is free
         assert pod is not None
         entry = st.recreations.get(pod.name)
         not_before = crashloop.not_before(entry, x.now)
@@ -452,7 +452,8 @@ def _training_done(x: _Ctx, export_manifest: dict[str, Any] | None) -> None:
         x.event(
             "Normal",
             "TrainingSucceeded",
-            f"the chief finished training; exporting the final checkpoint with Job {export_manifest['metadata']['name']}",
+            f"the chief finished training; exporting the final checkpoint with Job "
+            f"{export_manifest['metadata']['name']}",
         )
         _exporting(x, export_manifest)
     else:
