@@ -765,6 +765,18 @@ def test_observed_pod_reads_phase_exit_code_and_termination_message_from_a_raw_p
     assert q.deleting and not q.active and q.role is None
 
 
+def test_a_failed_pod_whose_replica_type_label_names_no_role_is_observed_without_a_role_and_decides_nothing():
+    from tfps_operator.reconcile.observed import pod_obs
+
+    job = make_job()
+    raw = pod(job, "worker", 0, "Failed", exit_code=1)
+    raw["metadata"]["labels"]["tfps.dev/replica-type"] = "gardener"
+    assert pod_obs(raw).role is None
+    pods = [raw if p["metadata"]["name"] == "mnist-worker-0" else p for p in all_pods(job)]
+    plan = reconcile(job, status(phase="Running", startTime=T0.isoformat()), observed(job, pods), later(1), CFG)
+    assert plan.status.phase == "Running" and "mnist-worker-0" not in plan.replaced
+
+
 def test_status_workers_column_counts_running_workers():
     job = make_job(ps=1, workers=3)
     pods = all_pods(job, worker_2="Pending")

@@ -176,6 +176,7 @@ class Trainer:
         reports it once, so the step is counted here on the chief, not incremented on the PS.
         """
         target = self.settings.steps
+        assert target is not None  # __main__ runs a model module only with a target step
         reader = _ProgressReader(self)
         try:
             done = self.restore()
@@ -414,6 +415,7 @@ def stop_on_sigterm() -> threading.Event:
 
 def run(settings: JobSettings, contract: ModelContract, progress: Progress) -> str:
     """Train; return a one-line success summary."""
+    assert settings.steps is not None  # __main__ runs a model module only with a target step
     stop = stop_on_sigterm()
     wait_for_parameter_servers(progress, stop)
     try:

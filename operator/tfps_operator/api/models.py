@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal, NotRequired, Required
+from typing import Annotated, Any, Final, Literal, NotRequired, Required
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
@@ -23,12 +23,13 @@ from tfps_trainer.config import DEFAULT_PROGRESS_PORT
 
 GROUP = "tfps.dev"
 VERSION = "v1alpha1"
-KIND = "PSTrainingJob"
+KIND: Final = "PSTrainingJob"
 PLURAL = "pstrainingjobs"
 SINGULAR = "pstrainingjob"
 SHORT_NAMES = ("psjob", "psjobs")
 CATEGORIES = ("tfps",)
-API_VERSION = f"{GROUP}/{VERSION}"
+API_VERSION: Final = "tfps.dev/v1alpha1"
+"""``GROUP/VERSION``, spelled out so that its type is the literal the model's ``apiVersion`` accepts."""
 
 Role = Literal["chief", "ps", "worker", "evaluator"]
 ROLES: tuple[Role, ...] = ("chief", "ps", "worker", "evaluator")
@@ -49,6 +50,8 @@ ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 """A container environment variable name, as the API server validates it."""
 
 ExportFormat = Literal["savedmodel", "tflite", "onnx", "keras", "weights"]
+AccessMode = Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod", "ReadOnlyMany"]
+RestartPolicy = Literal["OnFailure", "Never", "ExitCode"]
 OutputKind = Literal["classification", "regression"]
 
 
@@ -446,7 +449,7 @@ class ReplicaSpec(_Model):
         default=None, min_length=1, max_length=1024, description="Image of this type's pods; default spec.image."
     )
     resources: ResourceRequirements | None = Field(default=None, description="Trainer container resources.")
-    restart_policy: Literal["OnFailure", "Never", "ExitCode"] = Field(
+    restart_policy: RestartPolicy = Field(
         default="OnFailure",
         description=(
             "What a failed pod of this type does. A permanent exit code (2 bad arguments, 3 invalid model, 4 "
@@ -669,8 +672,8 @@ class VolumeClaimTemplate(_Model):
     storage_class_name: str | None = Field(
         default=None, max_length=253, description="StorageClass; the cluster default when unset."
     )
-    access_modes: list[Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod", "ReadOnlyMany"]] = Field(
-        default_factory=lambda: ["ReadWriteMany"],
+    access_modes: list[AccessMode] = Field(
+        default_factory=lambda: list[AccessMode](["ReadWriteMany"]),
         min_length=1,
         max_length=4,
         description=(
@@ -818,7 +821,7 @@ class ExportSpec(_Model):
 
     enabled: bool = Field(default=True, description="false: training only, no export.")
     formats: list[ExportFormat] = Field(
-        default_factory=lambda: ["savedmodel", "tflite", "onnx"],
+        default_factory=lambda: list[ExportFormat](["savedmodel", "tflite", "onnx"]),
         min_length=1,
         max_length=5,
         description=(

@@ -38,6 +38,7 @@ from ..api.models import (
     PSTrainingJob,
     PSTrainingJobStatus,
     ReplicaStatus,
+    Role,
 )
 from ..manifests import labels, names
 from ..manifests.export_job import export_job
@@ -243,8 +244,9 @@ def _training(x: _Ctx, desired: dict[str, dict[str, Any]], export_manifest: dict
     if restart:
         _restart_job(x, restart, current)
         return
-    for pod, _role, d in decisions:  # recreate_pod: delete now (or after its backoff), create once the name is free
-        assert pod is not None
+    for failed, _role, d in decisions:  # recreate_pod: delete now (or after its backoff), create once the name is free
+        assert failed is not None
+        pod = failed
         entry = st.recreations.get(pod.name)
         not_before = crashloop.not_before(entry, x.now)
         if not_before is not None:
@@ -270,14 +272,14 @@ def _training(x: _Ctx, desired: dict[str, dict[str, Any]], export_manifest: dict
 
 
 def _failure_decision(
-    x: _Ctx, role: str, exit_code: int | None, vanished: str | None = None, detail: str = ""
+    x: _Ctx, role: Role, exit_code: int | None, vanished: str | None = None, detail: str = ""
 ) -> Decision:
     spec = getattr(x.job.spec.replicas, role)
     d = on_failure(
         role,
         spec.restart_policy,
         exit_code,
-        x.st.restarts - x.st.preemptions,  # type: ignore[arg-type]
+        x.st.restarts - x.st.preemptions,
         x.job.spec.run_policy.backoff_limit,
         _recreated(x, role),
         spec.recreate_limit,
@@ -490,7 +492,7 @@ def _preflight(x: _Ctx) -> bool:
     pod = _last(p for p in x.obs.preflight_pods if p.phase in ("Succeeded", "Failed"))
     if pod is None and not (pj.complete or pj.failed):
         return False
-    from tfps_trainer.export.result import ExportFailed, parse_any
+    from tfps_trainer.export.result import ExportFailed, PreflightReport, parse_any
 
     try:
         report = parse_any(pod.message) if pod and pod.message else None
@@ -513,6 +515,7 @@ def _preflight(x: _Ctx) -> bool:
     if isinstance(report, ExportFailed):
         _fail(x, "ExportPreflightFailed", f"export pre-flight: {report.reason}: {report.message}")
         return False
+    assert isinstance(report, PreflightReport)  # the pre-flight pod writes a report, or fails
     if not report.ok:
         failed = "; ".join(f.message for f in report.failed if f.label in report.required_failed)
         _fail(
