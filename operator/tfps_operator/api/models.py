@@ -14,7 +14,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal, NotRequired, Required
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, with_config
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
@@ -282,12 +282,11 @@ class ObjectMetaOverride(_Model):
     annotations: dict[str, str] | None = None
 
 
+@with_config(ConfigDict(extra="forbid"))
 class EnvVar(TypedDict, total=False):
     """A container environment variable (core/v1 EnvVar): name and value, or valueFrom."""
 
     # In Python an EnvVar stays a plain dict with the wire (camelCase) keys, ready to go into a Pod.
-
-    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
 
     name: Required[
         Annotated[
@@ -304,10 +303,9 @@ class EnvVar(TypedDict, total=False):
     valueFrom: NotRequired[Annotated[dict[str, Any], Field(description="core/v1 EnvVarSource.")]]
 
 
+@with_config(ConfigDict(extra="forbid"))
 class VolumeMount(TypedDict, total=False):
     """A container volume mount (core/v1 VolumeMount)."""
-
-    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
 
     name: Required[Annotated[str, Field(min_length=1, max_length=253, description="Name of a volume of the pod.")]]
     mountPath: Required[
