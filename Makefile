@@ -27,12 +27,22 @@ cluster-up: venv
 cluster-down:
 	hack/cluster down
 
-# Everything, in two runs: the unit and cluster tiers against hack/cluster, then the TensorFlow
-# tier (real PS/worker/chief processes) inside a loopback-only network namespace. Both always run;
-# the target fails if either fails.
-test: venv
-	hack/cluster up
+# Lint and types (configuration in pyproject.toml): ruff's checks, ruff's formatting, mypy. All three
+# always run; the target fails if any fails.
+lint: venv
 	rc=0; \
+	$(BIN)/ruff check . || rc=$$?; \
+	$(BIN)/ruff format --check . || rc=$$?; \
+	$(BIN)/mypy || rc=$$?; \
+	exit $$rc
+
+# Everything: lint, then two test runs: the unit and cluster tiers against hack/cluster, then the
+# TensorFlow tier (real PS/worker/chief processes) inside a loopback-only network namespace. All
+# three always run (a lint finding does not hide a test failure); the target fails if any fails.
+test: venv
+	rc=0; \
+	$(MAKE) --no-print-directory lint || rc=$$?; \
+	hack/cluster up || exit $$?; \
 	$(BIN)/pytest -m "not tf and not slow and not realnode" $(PYTEST_ARGS) || rc=$$?; \
 	hack/netns-run $(BIN)/pytest -m "tf and not cluster" $(PYTEST_ARGS) || rc=$$?; \
 	exit $$rc

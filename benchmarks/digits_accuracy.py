@@ -168,10 +168,12 @@ def main() -> int:
         print(f"{'  artifact: ' + label:34}{acc:>14.2%}")
     for f in manifest.get("failed", []):
         print(f"{'  not exported: ' + f['format']:34}{'-':>14}  {f['message'][:80]}")
+    goals = result["goals"]
     print(
         f"\nPS vs fit: {result['psVsFitPoints']:+.2f} points (goal within 1: "
-        f"{'OK' if result['goals']['psWithin1PointOfFit'] else 'MISSED'}); int8 vs float TFLite: "
-        f"{result['int8VsFloatPoints']:+.2f} points (goal within 1: {'OK' if result['goals']['int8Within1PointOfFloat'] else 'MISSED'})"
+        f"{'OK' if goals['psWithin1PointOfFit'] else 'MISSED'}); int8 vs float TFLite: "
+        f"{result['int8VsFloatPoints']:+.2f} points (goal within 1: "
+        f"{'OK' if goals['int8Within1PointOfFloat'] else 'MISSED'})"
     )
     print(f"wrote {opts.json}")
     return 0

@@ -164,7 +164,7 @@ def _run_chief(cluster, mode: str, arg: str, timeout: float = 400) -> dict:
     out = subprocess.run(
         [sys.executable, "-c", code], env=cluster.env("chief", 0), capture_output=True, text=True, timeout=timeout
     )
-    line = next((l for l in out.stdout.splitlines() if l.startswith("RESULT ")), None)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if out.returncode != 0 or line is None:
         raise SystemExit(f"chief {mode} failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
     return json.loads(line[len("RESULT ") :])

@@ -16,6 +16,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 MAX_CONFIGMAP_BYTES = 1024 * 1024
 """The API server's limit on a ConfigMap's data + binaryData."""
@@ -36,15 +37,15 @@ class CodePack:
     size: int = 0
     binary_files: list[str] = field(default_factory=list)
 
-    def configmap(self, name: str, namespace: str, owner: dict[str, object] | None = None) -> dict[str, object]:
-        meta: dict[str, object] = {
+    def configmap(self, name: str, namespace: str, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+        meta: dict[str, Any] = {
             "name": name,
             "namespace": namespace,
             "labels": {"app.kubernetes.io/managed-by": "tfps-submit"},
         }
         if owner:
             meta["ownerReferences"] = [owner]
-        cm: dict[str, object] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": self.data}
+        cm: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": self.data}
         if self.binary_data:
             cm["binaryData"] = self.binary_data
         return cm

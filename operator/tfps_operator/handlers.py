@@ -17,6 +17,7 @@ is provided by the runner.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -43,7 +44,7 @@ WATCHED_CHILDREN = (
 
 
 @kopf.on.startup()
-async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     ours = memo.settings
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
@@ -93,20 +94,22 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
 # Coroutines on purpose: Kopf runs a plain function handler in a thread pool, a hop per event.
 
 
-def _key(namespace: str | None, labels: dict[str, str]) -> JobKey | None:
+def _key(namespace: str | None, labels: Mapping[str, str]) -> JobKey | None:
     job = labels.get(JOB_NAME)
     return (namespace, job) if namespace and job else None
 
 
 @kopf.index("", "v1", "pods", labels=MANAGED)
-async def pods_by_job(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[JobKey, PodObs] | None:
+async def pods_by_job(
+    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
+) -> dict[JobKey, PodObs] | None:
     key = _key(namespace, labels)
     return {key: pod_obs(body)} if key else None
 
 
 @kopf.index("batch", "v1", "jobs", labels=MANAGED)
 async def export_jobs_by_job(
-    namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any
+    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
 ) -> dict[JobKey, BatchJobObs] | None:
     key = _key(namespace, labels)
     return {key: batch_job_obs(body)} if key else None
@@ -114,7 +117,7 @@ async def export_jobs_by_job(
 
 @kopf.index("", "v1", "services", labels=MANAGED)
 async def services_by_job(
-    namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any
+    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
 ) -> dict[JobKey, ChildRef] | None:
     key = _key(namespace, labels)
     return {key: child_ref("Service", body)} if key else None
@@ -122,7 +125,7 @@ async def services_by_job(
 
 @kopf.index("networking.k8s.io", "v1", "networkpolicies", labels=MANAGED)
 async def network_policies_by_job(
-    namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any
+    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
 ) -> dict[JobKey, ChildRef] | None:
     key = _key(namespace, labels)
     return {key: child_ref("NetworkPolicy", body)} if key else None
@@ -130,14 +133,14 @@ async def network_policies_by_job(
 
 @kopf.index("", "v1", "persistentvolumeclaims", labels=MANAGED)
 async def claims_by_job(
-    namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any
+    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
 ) -> dict[JobKey, ChildRef] | None:
     key = _key(namespace, labels)
     return {key: child_ref("PersistentVolumeClaim", body)} if key else None
 
 
 async def pod_groups_by_job(
-    namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any
+    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
 ) -> dict[JobKey, ChildRef] | None:
     key = _key(namespace, labels)
     return {key: child_ref(podgroup.KIND, body)} if key else None
@@ -165,9 +168,17 @@ def _views(kw: dict[str, Any]) -> Views:
 # --- the loops ------------------------------------------------------------------------------------
 
 
+def _namespaced(namespace: str | None) -> str:
+    """Kopf types ``namespace`` for cluster-scoped resources too; the job and its children are namespaced."""
+    assert namespace is not None
+    return namespace
+
+
 @kopf.daemon(GROUP, VERSION, PLURAL, id="reconcile", cancellation_backoff=2, cancellation_timeout=10)
-async def job_loop(name: str, namespace: str, stopped: Any, memo: kopf.Memo, body: kopf.Body, **kw: Any) -> None:
-    await memo.controller.run(namespace, name, stopped, body, _views(kw))
+async def job_loop(
+    name: str, namespace: str | None, stopped: kopf.DaemonStopped, memo: kopf.Memo, body: kopf.Body, **kw: Any
+) -> None:
+    await memo.controller.run(_namespaced(namespace), name, stopped, body, _views(kw))
 
 
 @kopf.daemon(
@@ -180,22 +191,26 @@ async def job_loop(name: str, namespace: str, stopped: Any, memo: kopf.Memo, bod
     cancellation_backoff=1,
     cancellation_timeout=5,
 )
-async def progress_loop(name: str, namespace: str, stopped: Any, memo: kopf.Memo, body: kopf.Body, **kw: Any) -> None:
+async def progress_loop(
+    name: str, namespace: str | None, stopped: kopf.DaemonStopped, memo: kopf.Memo, body: kopf.Body, **kw: Any
+) -> None:
     """Pulls the chief's progress into status.checkpoint/progress while the job is Running (monitor.py)."""
-    await memo.monitor.run(namespace, name, stopped, body, _views(kw))
+    await memo.monitor.run(_namespaced(namespace), name, stopped, body, _views(kw))
 
 
 # --- wake-ups -------------------------------------------------------------------------------------
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def job_event(name: str, namespace: str, memo: kopf.Memo, **_: Any) -> None:
-    memo.controller.wake(namespace, name)
+async def job_event(name: str, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
+    memo.controller.wake(_namespaced(namespace), name)
 
 
 def _child_event(kind: str) -> Any:
-    async def wake(name: str, uid: str, labels: dict[str, str], namespace: str, memo: kopf.Memo, **_: Any) -> None:
-        memo.controller.wake(namespace, labels.get(JOB_NAME), f"{kind}/{name}", uid)
+    async def wake(
+        name: str, uid: str, labels: Mapping[str, str], namespace: str | None, memo: kopf.Memo, **_: Any
+    ) -> None:
+        memo.controller.wake(_namespaced(namespace), labels.get(JOB_NAME), f"{kind}/{name}", uid)
 
     return wake
 

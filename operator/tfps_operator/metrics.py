@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 from .api.models import Phase, PSTrainingJobStatus
 
-PHASES: tuple[str, ...] = Phase.__args__  # type: ignore[attr-defined]
+PHASES: tuple[str, ...] = get_args(Phase)
 
 JOBS = Gauge("tfps_jobs", "PSTrainingJobs known to this operator, by phase", ["phase"])
 RECONCILES = Counter("tfps_reconcile_total", "Reconciliations of a PSTrainingJob", ["result"])

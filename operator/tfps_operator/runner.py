@@ -47,15 +47,15 @@ def _configure_logging(s: OperatorSettings) -> None:
 
 def kopf_kwargs(s: OperatorSettings) -> dict[str, Any]:
     """Arguments of :func:`kopf.operator` for these settings."""
-    return dict(
-        clusterwide=not s.namespaces,
-        namespaces=list(s.namespaces),
-        standalone=s.peering is None,
-        peering_name=s.peering,
-        priority=s.peering_priority,
-        liveness_endpoint=f"http://{s.bind_address}:{s.health_port}/healthz",
-        memo=kopf.Memo(settings=s),
-    )
+    return {
+        "clusterwide": not s.namespaces,
+        "namespaces": list(s.namespaces),
+        "standalone": s.peering is None,
+        "peering_name": s.peering,
+        "priority": s.peering_priority,
+        "liveness_endpoint": f"http://{s.bind_address}:{s.health_port}/healthz",
+        "memo": kopf.Memo(settings=s),
+    }
 
 
 def main(args: Any) -> int:

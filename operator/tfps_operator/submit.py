@@ -76,7 +76,7 @@ async def submit(doc: dict[str, Any], code: str | None, login: Any) -> str:
             await _apply(
                 kube,
                 f"/api/v1/namespaces/{ns}/configmaps/{cm['metadata']['name']}",
-                cm,  # type: ignore[index]
+                cm,
                 f"ConfigMap/{code_configmap_name(name)}",
             )
         except ApiError:

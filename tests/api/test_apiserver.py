@@ -159,7 +159,7 @@ def test_replica_counts_are_immutable_once_started(objs: Any, api_namespace: str
         patch = {"spec": {"replicas": {role: {"replicas": n}}}}
         for dry in ("All", None):
             msg = _rejection(
-                lambda: objs.patch_namespaced_custom_object(
+                lambda patch=patch, dry=dry: objs.patch_namespaced_custom_object(
                     G, V, api_namespace, P, name, patch, **({"dry_run": dry} if dry else {})
                 )
             )

@@ -148,6 +148,10 @@ def test_job_name_limit_matches_the_builders() -> None:
     assert meta["properties"]["name"]["maxLength"] == m.MAX_JOB_NAME
 
 
+def test_api_version_spelled_out_is_group_slash_version() -> None:
+    assert f"{m.GROUP}/{m.VERSION}" == m.API_VERSION == m.PSTrainingJob.model_fields["api_version"].default
+
+
 def _rules() -> list[tuple[str, dict[str, str]]]:
     return [(p, r) for p, node in _nodes(openapi_schema()) for r in node.get("x-kubernetes-validations", [])]
 

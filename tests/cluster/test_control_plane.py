@@ -183,11 +183,11 @@ def test_restricted_namespace_rejects_privileged_pod(k8s, make_namespace) -> Non
 
 
 def _ca_file(kubeconfig: str) -> str:
-    cfg = yaml.safe_load(open(kubeconfig))
+    with open(kubeconfig) as cf:
+        cfg = yaml.safe_load(cf)
     data = base64.b64decode(cfg["clusters"][0]["cluster"]["certificate-authority-data"])
-    f = tempfile.NamedTemporaryFile(prefix="tfps-ca-", suffix=".crt", delete=False)
-    f.write(data)
-    f.close()
+    with tempfile.NamedTemporaryFile(prefix="tfps-ca-", suffix=".crt", delete=False) as f:
+        f.write(data)
     return f.name
 
 

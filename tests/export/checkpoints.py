@@ -14,7 +14,8 @@ from tfps_trainer.contract import load
 def train_and_checkpoint(
     root: Path, module: str, args: dict, steps: int = 30, batch_size: int = 32, checkpoint_every: int | None = None
 ) -> int:
-    """Train ``steps`` more steps (resuming from the latest checkpoint); save at the end (and every ``checkpoint_every``); return the last step."""
+    """Train ``steps`` more steps (resuming from the latest checkpoint); save at the end (and every
+    ``checkpoint_every``); return the last step."""
     contract = load(module)
     model = contract.build_model(args)
     opt = contract.optimizer(args)

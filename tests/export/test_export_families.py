@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from conftest import run_export, settings
@@ -19,6 +18,7 @@ from conftest import run_export, settings
 pytestmark = pytest.mark.tf
 
 tf = pytest.importorskip("tensorflow")
+import numpy as np  # noqa: E402  (with the trainer extra, like TensorFlow)
 from checkpoints import train_and_checkpoint  # noqa: E402  (imports TensorFlow)
 
 ALL = ("savedmodel", "keras", "weights", "tflite", "onnx")

@@ -8,7 +8,6 @@ import os
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from conftest import Run, run_export, settings, snapshot
@@ -16,6 +15,7 @@ from conftest import Run, run_export, settings, snapshot
 pytestmark = pytest.mark.tf
 
 tf = pytest.importorskip("tensorflow")
+import numpy as np  # noqa: E402  (with the trainer extra, like TensorFlow)
 from checkpoints import train_and_checkpoint  # noqa: E402  (imports TensorFlow)
 
 LINEAR = "tfps_trainer.examples.linear"

@@ -10,7 +10,7 @@ np = pytest.importorskip("numpy")
 
 from tfps_trainer.config import ExportSettings, Tolerance  # noqa: E402
 from tfps_trainer.export.artifact import Artifact  # noqa: E402
-from tfps_trainer.export.verify import (
+from tfps_trainer.export.verify import (  # noqa: E402
     FLOAT_DEFAULTS,
     QUANTIZED_DEFAULTS,
     judge,
@@ -29,7 +29,10 @@ def _softmax(z):
     return e / e.sum(-1, keepdims=True)
 
 
-def _one(artifact, ref, out, kind, labels=None, settings=ExportSettings()):
+DEFAULT_SETTINGS = ExportSettings()
+
+
+def _one(artifact, ref, out, kind, labels=None, settings=DEFAULT_SETTINGS):
     j = judge(
         artifact,
         {"y": ref},

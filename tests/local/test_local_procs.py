@@ -89,7 +89,8 @@ def test_stop_all_kills_group_and_stubborn_children(tmp_path):
         """
         import signal, subprocess, sys, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        sub = subprocess.Popen([sys.executable, "-c", "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"])
+        deaf = "import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+        sub = subprocess.Popen([sys.executable, "-c", deaf])
         print(sub.pid, flush=True)
         time.sleep(60)
     """,
@@ -121,7 +122,8 @@ def test_children_die_with_a_sigkilled_runner(tmp_path):
             from pathlib import Path
             from tfps_operator.local.procs import Child
             tmp = Path({str(tmp_path)!r})
-            kids = [Child(name=f"k{{i}}", argv=[sys.executable, "-c", "import time; time.sleep(120)"], env=dict(os.environ),
+            argv = [sys.executable, "-c", "import time; time.sleep(120)"]
+            kids = [Child(name=f"k{{i}}", argv=argv, env=dict(os.environ),
                           log_path=tmp / f"k{{i}}.log", termination_log=tmp / f"k{{i}}.term") for i in range(3)]
             for k in kids: k.start()
             print(" ".join(str(k.pid) for k in kids), flush=True)

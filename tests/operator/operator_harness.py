@@ -65,9 +65,8 @@ class OperatorProcess:
         args = [str(TFPS), "operator", "--kubeconfig", self.kubeconfig, "--verbose", *self.extra_args]
         for ns in self.namespaces:
             args += ["--namespace", ns]
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-        log.close()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -54,7 +54,7 @@ def test_checkpoint_follows_the_chief_and_stalled_comes_and_goes(kube, start_ope
             )
             written = time.monotonic()
             kube.wait_until(
-                lambda: checkpoint_step(kube, name) == step,
+                lambda step=step: checkpoint_step(kube, name) == step,
                 timeout=30,
                 interval=0.05,
                 what=f"status.checkpoint.step == {step}",

@@ -107,7 +107,7 @@ def test_gang_scheduling_runs_one_job_whole_and_binds_nothing_of_the_other_until
     kube.create_job(contended_job("b", pool["template"]))
 
     for job in ("a", "b"):
-        pg = kube.wait_until(lambda: pod_group(kube, job), timeout=30, interval=0.2, what=f"PodGroup {job}")
+        pg = kube.wait_until(lambda job=job: pod_group(kube, job), timeout=30, interval=0.2, what=f"PodGroup {job}")
         assert pg["spec"]["minMember"] == PODS_PER_JOB
         assert pg["metadata"]["ownerReferences"][0]["name"] == job
     kube.wait_until(

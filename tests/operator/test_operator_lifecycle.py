@@ -442,7 +442,7 @@ def test_two_peered_operators_never_both_act_and_the_standby_takes_over(kube, st
     leader.kill()
     kube.finish_pod("j-worker-0", "Failed", 1)
     kube.wait_until(
-        lambda: (u := uids(kube.wait_pods_running("j", TRAINERS)))["j-worker-0"] != before["j-worker-0"],
+        lambda: uids(kube.wait_pods_running("j", TRAINERS))["j-worker-0"] != before["j-worker-0"],
         timeout=60,
         interval=0.5,
         what="standby took over and recreated worker-0",

@@ -307,7 +307,7 @@ def test_quickstart_trains_checkpoints_and_exports_on_real_pods(operated, realno
     assert {a["format"] for a in export["artifacts"]} == {"savedmodel", "tflite", "onnx"}, export
     for a in export["artifacts"]:
         rel = Path(a["path"])
-        on_pv = [p for p in data.rglob(rel.name)]
+        on_pv = list(data.rglob(rel.name))
         assert on_pv, (a, sorted(str(p) for p in data.rglob("*"))[:80])  # the export Job wrote it to the PV
         assert a["maxError"] is not None, a
     no_image_pulls(kube.core, kube.ns)

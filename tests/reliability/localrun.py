@@ -55,11 +55,13 @@ class Run:
         self.work = work
         self.root = work / "default" / self.name
         self.out_path = job.with_suffix(f".{int(time.time() * 1000)}.out")
-        out = open(self.out_path, "wb")
-        self.proc = subprocess.Popen(
-            [str(TFPS), "run", str(job), "--workdir", str(work), *extra], stdout=out, stderr=subprocess.STDOUT, cwd=REPO
-        )
-        out.close()
+        with open(self.out_path, "wb") as out:
+            self.proc = subprocess.Popen(
+                [str(TFPS), "run", str(job), "--workdir", str(work), *extra],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+            )
 
     @property
     def output(self) -> str:
@@ -70,7 +72,7 @@ class Run:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            raise AssertionError(f"tfps run did not finish in {timeout}s:\n{self.output[-3000:]}")
+            raise AssertionError(f"tfps run did not finish in {timeout}s:\n{self.output[-3000:]}") from None
 
     def stop(self) -> None:
         if self.proc.poll() is None:

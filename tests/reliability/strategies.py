@@ -365,7 +365,7 @@ def raw_pod(draw: st.DrawFn, job: str, role: str, index: int, restart_max: int) 
             "message": draw(TERMINATED_MESSAGES),
         }
         if draw(st.booleans()):
-            term["finishedAt"] = "2026-01-01T12:00:0%dZ" % draw(st.integers(0, 9))
+            term["finishedAt"] = f"2026-01-01T12:00:0{draw(st.integers(0, 9))}Z"
         key = draw(st.sampled_from(["state", "lastState"]))
         status["containerStatuses"] = [{"name": "trainer", key: {"terminated": term}}]
     return {"metadata": meta, "spec": {"nodeName": "kwok-node-0"} if draw(st.booleans()) else {}, "status": status}

@@ -39,11 +39,11 @@ CFG = BuildConfig(default_image="tfps-trainer:test")
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 PHASES = {"Pending", "Running", "Restarting", "Exporting", "Succeeded", "Failed", "Suspended"}
-COMMON = dict(
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
-)  # no "explain": minutes on 2 busy cores
+COMMON = {
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+    "phases": [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+}  # no "explain": minutes on 2 busy cores
 
 
 @given(valid_jobs())

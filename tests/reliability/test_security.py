@@ -28,11 +28,11 @@ from .strategies import any_resources, valid_jobs
 CFG = BuildConfig(
     default_image="tfps-trainer:test", operator_namespace_labels={"kubernetes.io/metadata.name": "tfps-system"}
 )
-COMMON = dict(
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
-    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
-)
+COMMON = {
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+    "phases": [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+}
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
@@ -212,7 +212,8 @@ def test_the_api_accepts_only_resources_a_pod_can_have(
         client_errors = e.errors
     job_out = kubectl("create", "--dry-run=server", "-o", "name", "-f", "-", input=json.dumps(body), check=False)
     assert (job_out.returncode == 0) == (not client_errors), (
-        f"API server and tfps validate disagree on {resources}: server {job_out.stderr.strip() or 'accepted'}; client {client_errors}"
+        f"API server and tfps validate disagree on {resources}: server {job_out.stderr.strip() or 'accepted'};"
+        f" client {client_errors}"
     )
     for err in client_errors:
         assert err.path in job_out.stderr, f"{err} not named by the server: {job_out.stderr}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def test_workers_killed_repeatedly_the_run_completes_at_the_target_step(tmp_path
     try:
         for at, victims in plan:
 
-            def ready() -> bool:
+            def ready(at: int = at, victims: list[str] = victims) -> bool:
                 st = run.chief_status()
                 if st is None:
                     return False
@@ -81,7 +82,7 @@ def test_killed_ps_resumes_and_loses_at_most_one_checkpoint_interval(tmp_path: P
         ):
             last: dict = {}
 
-            def due() -> bool:
+            def due(last: dict = last, n: int = n, window: Callable[[int], bool] = window) -> bool:
                 st = run.chief_status()
                 if st is None or st.get("state") != "running" or not st.get("checkpoint"):
                     return False
@@ -93,7 +94,7 @@ def test_killed_ps_resumes_and_loses_at_most_one_checkpoint_interval(tmp_path: P
             kill(run.children()["ps-0"][0])
             killed_at = time.monotonic()
             wait_for(
-                lambda: len(run.resumed_steps()) == n + 2 and run.resumed_steps()[-1] is not None,
+                lambda n=n: len(run.resumed_steps()) == n + 2 and run.resumed_steps()[-1] is not None,
                 300,
                 "the restarted chief to resume",
                 run,

@@ -460,10 +460,13 @@ class Soak:
                 j.step += 1
                 j.step_since = now
             elif now - j.step_since > self.step_timeout:
+                pods = {
+                    n: (p["status"].get("phase"), p["metadata"]["labels"].get("tfps.dev/restart"))
+                    for n, p in self._pods_of(j.name).items()
+                }
                 raise SoakFailure(
                     f"job {j.name} ({j.fate}) stuck at step {what!r} for {self.step_timeout:.0f}s; "
-                    f"status: {json.dumps(self.kube.status(j.name))[:1500]}\npods: "
-                    f"{ {n: (p['status'].get('phase'), p['metadata']['labels'].get('tfps.dev/restart')) for n, p in self._pods_of(j.name).items()} }"
+                    f"status: {json.dumps(self.kube.status(j.name))[:1500]}\npods: {pods}"
                 )
         elif self._is_done(j):
             j.done_at = now
@@ -558,7 +561,8 @@ class Soak:
             got = per_job.get(j.name, Counter())
             if +got != +want:
                 problems.append(
-                    f"{j.name} ({j.fate}): pods created {dict(sorted(got.items()))}, expected {dict(sorted(want.items()))}"
+                    f"{j.name} ({j.fate}): pods created {dict(sorted(got.items()))},"
+                    f" expected {dict(sorted(want.items()))}"
                 )
                 problems.append(
                     self.evidence(
@@ -591,7 +595,7 @@ class Soak:
         owned("Job", k.batch.list_namespaced_job(ns).items)
         services = Counter(s.metadata.name for s in k.core.list_namespaced_service(ns).items)
         netpols = Counter(n.metadata.name for n in k.net.list_namespaced_network_policy(ns).items)
-        for uid, j in live.items():
+        for j in live.values():
             if services[j.name] != 1 or netpols[j.name] != 1:
                 problems.append(f"{j.name}: {services[j.name]} Service(s), {netpols[j.name]} NetworkPolicy(ies)")
         restarts = {j.name: (k.status(j.name) or {}).get("restarts", 0) for j in live.values()}

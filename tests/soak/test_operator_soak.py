@@ -102,4 +102,7 @@ def _lifetime(log: str) -> str:
     watch = next((ln for ln in lines if "Starting the watch-stream" in ln), "")
     loops = [ln for ln in lines if "Daemon 'reconcile' is invoked" in ln]
     first = f"first job loop {at(loops[0])}, last {at(loops[-1])}" if loops else "no job loop started"
-    return f"up {at(lines[0])}, watching {at(watch) if watch else '-'}, {first}, {len(loops)} job loop(s), last line {at(lines[-1])}"
+    return (
+        f"up {at(lines[0])}, watching {at(watch) if watch else '-'}, {first}, {len(loops)} job loop(s),"
+        f" last line {at(lines[-1])}"
+    )

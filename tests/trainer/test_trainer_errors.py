@@ -99,7 +99,8 @@ def test_bad_job_settings(tmp_path: Path, job: str | None, expected: str) -> Non
         ("no_such_pkg.model", "model module 'no_such_pkg.model' cannot be imported"),
         (
             "json",
-            "model module 'json' is missing required function(s): build_model, dataset, loss, optimizer, input_signature",
+            "model module 'json' is missing required function(s): "
+            "build_model, dataset, loss, optimizer, input_signature",
         ),
     ],
     ids=["unimportable", "missing-functions"],

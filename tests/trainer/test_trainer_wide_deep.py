@@ -7,13 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 from trainer_cluster import LocalCluster, checkpoint_steps, make_settings
 
 from tfps_trainer.config import PartitionerSettings
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(300)]
+np = pytest.importorskip("numpy")  # comes with the trainer extra; without it the module is skipped
 
 PROBE = Path(__file__).with_name("placement_probe.py")
 VOCAB = 100_000
@@ -34,7 +34,7 @@ def test_embedding_is_sharded_across_both_ps_and_checkpoint_restores_unsharded(t
         out = subprocess.run(
             [sys.executable, str(PROBE)], env=cluster.env("chief", 0), capture_output=True, text=True, timeout=240
         )
-    line = next((l for l in out.stdout.splitlines() if l.startswith("PLACEMENT ")), None)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("PLACEMENT ")), None)
     assert out.returncode == 0 and line, out.stdout[-2000:] + out.stderr[-3000:]
     report = json.loads(line[len("PLACEMENT ") :])
     assert report["final_step"] == 60 and np.isfinite(report["loss"])

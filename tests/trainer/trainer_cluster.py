@@ -92,15 +92,14 @@ class LocalCluster:
         return self.workdir / f"{role}-{index}.log"
 
     def start(self, role: str, index: int = 0) -> subprocess.Popen:
-        out = open(self.log(role, index), "ab")
-        proc = subprocess.Popen(
-            [PYTHON, "-m", "tfps_trainer"],
-            env=self.env(role, index),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        out.close()
+        with open(self.log(role, index), "ab") as out:
+            proc = subprocess.Popen(
+                [PYTHON, "-m", "tfps_trainer"],
+                env=self.env(role, index),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.procs[(role, index)] = proc
         return proc
 
@@ -126,7 +125,9 @@ class LocalCluster:
         try:
             return self.procs[(role, index)].wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"{role}/{index} did not finish in {timeout}s; log tail:\n{self.tail(role, index)}")
+            raise AssertionError(
+                f"{role}/{index} did not finish in {timeout}s; log tail:\n{self.tail(role, index)}"
+            ) from None
 
     def tail(self, role: str = "chief", index: int = 0, lines: int = 30) -> str:
         path = self.log(role, index)

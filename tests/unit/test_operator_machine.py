@@ -28,7 +28,7 @@ def reasons(plan):
     return [e.reason for e in plan.events]
 
 
-RUNNING = dict(phase="Running", startTime=T0.isoformat())
+RUNNING = {"phase": "Running", "startTime": T0.isoformat()}
 
 
 # --- start ----------------------------------------------------------------------------------------
@@ -493,7 +493,7 @@ def test_a_new_job_with_preflight_creates_only_the_preflight_job_and_infra_and_s
     plan = reconcile(job, status(), observed(job, existing=set()), T0, CFG)
     assert plan.status.phase == "Pending"
     assert "mnist-preflight" in created_names(plan)
-    assert not [n for n in created_names(plan) if n.startswith("mnist-chief") or n.startswith("mnist-ps")]
+    assert not [n for n in created_names(plan) if n.startswith(("mnist-chief", "mnist-ps"))]
     job_manifest = next(a.manifest for a in plan.creates() if a.manifest["kind"] == "Job")
     assert job_manifest["spec"]["backoffLimit"] == 0
     assert job_manifest["spec"]["template"]["spec"]["containers"][0]["command"][-1] == "--preflight"
@@ -687,7 +687,8 @@ def test_unparseable_spec_is_failed_invalid_spec_once():
 def test_api_server_refusing_a_pod_sets_created_false_with_its_message_and_one_event():
     st = status(phase="Pending")
     msg = {
-        "Pod/mnist-ps-0": 'pods "mnist-ps-0" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2'
+        "Pod/mnist-ps-0": 'pods "mnist-ps-0" is forbidden: exceeded quota: q, '
+        "requested: pods=1, used: pods=2, limited: pods=2"
     }
     changed, event = creation_failed(st, 1, msg, T0)
     assert changed and event.reason == "CreateFailed" and "exceeded quota" in event.message
@@ -762,6 +763,18 @@ def test_observed_pod_reads_phase_exit_code_and_termination_message_from_a_raw_p
         }
     )
     assert q.deleting and not q.active and q.role is None
+
+
+def test_a_failed_pod_whose_replica_type_label_names_no_role_is_observed_without_a_role_and_decides_nothing():
+    from tfps_operator.reconcile.observed import pod_obs
+
+    job = make_job()
+    raw = pod(job, "worker", 0, "Failed", exit_code=1)
+    raw["metadata"]["labels"]["tfps.dev/replica-type"] = "gardener"
+    assert pod_obs(raw).role is None
+    pods = [raw if p["metadata"]["name"] == "mnist-worker-0" else p for p in all_pods(job)]
+    plan = reconcile(job, status(phase="Running", startTime=T0.isoformat()), observed(job, pods), later(1), CFG)
+    assert plan.status.phase == "Running" and "mnist-worker-0" not in plan.replaced
 
 
 def test_status_workers_column_counts_running_workers():

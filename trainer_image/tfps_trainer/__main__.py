@@ -64,7 +64,8 @@ def main() -> int:
         progress = progress_mod.Progress(role=task.task_type, target_steps=settings.steps, job=settings.job_name)
         server = progress_mod.serve(progress, settings.progress_port)
         print(
-            f"tfps-trainer {role}: progress on http://{server.httpd.server_address[0]}:{server.port}/status", flush=True
+            f"tfps-trainer {role}: progress on http://{server.httpd.server_address[0]!s}:{server.port}/status",
+            flush=True,
         )
         if task.task_type == "chief":
             from . import chief as role_mod

@@ -176,6 +176,7 @@ class Trainer:
         reports it once, so the step is counted here on the chief, not incremented on the PS.
         """
         target = self.settings.steps
+        assert target is not None  # __main__ runs a model module only with a target step
         reader = _ProgressReader(self)
         try:
             done = self.restore()
@@ -281,7 +282,8 @@ class Trainer:
         match = _PS_TASK.search(str(exc))
         who = f"parameter server ps/{match.group(1)}" if match else "a parameter server"
         return LostClusterError(
-            f"lost {who} ({type(exc).__name__}: {_first_line(exc)[:200]}): restart the job to resume; {self._resume_hint()}"
+            f"lost {who} ({type(exc).__name__}: {_first_line(exc)[:200]}): restart the job to resume; "
+            f"{self._resume_hint()}"
         )
 
 
@@ -413,6 +415,7 @@ def stop_on_sigterm() -> threading.Event:
 
 def run(settings: JobSettings, contract: ModelContract, progress: Progress) -> str:
     """Train; return a one-line success summary."""
+    assert settings.steps is not None  # __main__ runs a model module only with a target step
     stop = stop_on_sigterm()
     wait_for_parameter_servers(progress, stop)
     try:

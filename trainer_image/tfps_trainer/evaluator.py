@@ -64,6 +64,7 @@ class Evaluator:
 
     def run(self) -> str:
         directory, target = self.settings.paths.checkpoints, self.settings.steps
+        assert target is not None  # __main__ runs a model module only with a target step
         seen: str | None = None
         while True:
             path = checkpoints.latest(directory)

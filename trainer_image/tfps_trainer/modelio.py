@@ -26,7 +26,8 @@ def build(contract: ModelContract, args: dict) -> Any:
     model = call(contract, "build_model", contract.build_model, args)
     if not callable(model) or not hasattr(model, "trainable_variables"):
         raise ContractFailure(
-            f"model module {contract.module_name!r}: build_model() must return a Keras model, got {type(model).__name__}"
+            f"model module {contract.module_name!r}: build_model() must return a Keras model, "
+            f"got {type(model).__name__}"
         )
     if not model.trainable_variables:
         model(sample_batch(contract, args))
@@ -50,7 +51,8 @@ def make_optimizer(contract: ModelContract, args: dict, variables: list) -> Any:
     opt = call(contract, "optimizer", contract.optimizer, args)
     if not hasattr(opt, "apply_gradients"):
         raise ContractFailure(
-            f"model module {contract.module_name!r}: optimizer() must return a Keras optimizer, got {type(opt).__name__}"
+            f"model module {contract.module_name!r}: optimizer() must return a Keras optimizer, "
+            f"got {type(opt).__name__}"
         )
     if hasattr(opt, "build") and not getattr(opt, "built", False):
         opt.build(variables)  # create slots now, inside the strategy scope (on the PS)

@@ -128,7 +128,7 @@ def _structural(node: dict[str, Any], defs: dict[str, Any], path: str) -> dict[s
         out.setdefault("type", "string")
         out.pop("default", None)
     if node.get("x-kubernetes-int-or-string"):
-        out["anyOf"] = [{k: v for k, v in b.items()} for b in node["anyOf"]]
+        out["anyOf"] = [dict(b) for b in node["anyOf"]]
         return out
 
     kind = node.get("type")

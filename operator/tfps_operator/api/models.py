@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal, NotRequired, Required
+from typing import Annotated, Any, Final, Literal, NotRequired, Required
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, with_config
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
@@ -23,12 +23,13 @@ from tfps_trainer.config import DEFAULT_PROGRESS_PORT
 
 GROUP = "tfps.dev"
 VERSION = "v1alpha1"
-KIND = "PSTrainingJob"
+KIND: Final = "PSTrainingJob"
 PLURAL = "pstrainingjobs"
 SINGULAR = "pstrainingjob"
 SHORT_NAMES = ("psjob", "psjobs")
 CATEGORIES = ("tfps",)
-API_VERSION = f"{GROUP}/{VERSION}"
+API_VERSION: Final = "tfps.dev/v1alpha1"
+"""``GROUP/VERSION``, spelled out so that its type is the literal the model's ``apiVersion`` accepts."""
 
 Role = Literal["chief", "ps", "worker", "evaluator"]
 ROLES: tuple[Role, ...] = ("chief", "ps", "worker", "evaluator")
@@ -49,6 +50,8 @@ ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 """A container environment variable name, as the API server validates it."""
 
 ExportFormat = Literal["savedmodel", "tflite", "onnx", "keras", "weights"]
+AccessMode = Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod", "ReadOnlyMany"]
+RestartPolicy = Literal["OnFailure", "Never", "ExitCode"]
 OutputKind = Literal["classification", "regression"]
 
 
@@ -279,12 +282,11 @@ class ObjectMetaOverride(_Model):
     annotations: dict[str, str] | None = None
 
 
+@with_config(ConfigDict(extra="forbid"))
 class EnvVar(TypedDict, total=False):
     """A container environment variable (core/v1 EnvVar): name and value, or valueFrom."""
 
     # In Python an EnvVar stays a plain dict with the wire (camelCase) keys, ready to go into a Pod.
-
-    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
 
     name: Required[
         Annotated[
@@ -301,10 +303,9 @@ class EnvVar(TypedDict, total=False):
     valueFrom: NotRequired[Annotated[dict[str, Any], Field(description="core/v1 EnvVarSource.")]]
 
 
+@with_config(ConfigDict(extra="forbid"))
 class VolumeMount(TypedDict, total=False):
     """A container volume mount (core/v1 VolumeMount)."""
-
-    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
 
     name: Required[Annotated[str, Field(min_length=1, max_length=253, description="Name of a volume of the pod.")]]
     mountPath: Required[
@@ -448,14 +449,15 @@ class ReplicaSpec(_Model):
         default=None, min_length=1, max_length=1024, description="Image of this type's pods; default spec.image."
     )
     resources: ResourceRequirements | None = Field(default=None, description="Trainer container resources.")
-    restart_policy: Literal["OnFailure", "Never", "ExitCode"] = Field(
+    restart_policy: RestartPolicy = Field(
         default="OnFailure",
         description=(
             "What a failed pod of this type does. A permanent exit code (2 bad arguments, 3 invalid model, 4 "
             "numerics; docs/operator.md has the table) fails the job at once under every policy. OnFailure: "
             "other failures are retried: a worker or evaluator is recreated alone, a chief or PS failure restarts "
             "the whole job (counted against runPolicy.backoffLimit unless it was a preemption). Never: any failure "
-            "fails the job. ExitCode: only retryable codes (5 lost PS, 6 preempted, 7 infrastructure, signals) are retried."
+            "fails the job. ExitCode: only retryable codes (5 lost PS, 6 preempted, 7 infrastructure, signals) are "
+            "retried."
         ),
     )
     recreate_limit: int = Field(
@@ -651,7 +653,8 @@ class TrainingSpec(_Model):
         ge=1024,
         le=65535,
         description=(
-            f"gRPC port of the TensorFlow servers; not {DEFAULT_PROGRESS_PORT}, the chief's and evaluator's progress port."
+            f"gRPC port of the TensorFlow servers; not {DEFAULT_PROGRESS_PORT}, the chief's and evaluator's "
+            "progress port."
         ),
     )
     seed: int | None = Field(default=None, ge=0, description="Random seed for reproducible runs.")
@@ -669,11 +672,13 @@ class VolumeClaimTemplate(_Model):
     storage_class_name: str | None = Field(
         default=None, max_length=253, description="StorageClass; the cluster default when unset."
     )
-    access_modes: list[Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod", "ReadOnlyMany"]] = Field(
-        default_factory=lambda: ["ReadWriteMany"],
+    access_modes: list[AccessMode] = Field(
+        default_factory=lambda: list[AccessMode](["ReadWriteMany"]),
         min_length=1,
         max_length=4,
-        description="PVC access modes. Pods of a job may land on several nodes: ReadWriteOnce suits single-node clusters only.",
+        description=(
+            "PVC access modes. Pods of a job may land on several nodes: ReadWriteOnce suits single-node clusters only."
+        ),
     )
     size: str = Field(
         default="10Gi",
@@ -731,7 +736,10 @@ class Tolerance(_Model):
         default=None,
         ge=0,
         le=1,
-        description="For classification outputs: least share of (non-tied) inputs whose predicted class agrees with the model's.",
+        description=(
+            "For classification outputs: least share of (non-tied) inputs whose predicted class agrees with the "
+            "model's."
+        ),
     )
 
 
@@ -750,7 +758,10 @@ class TFLiteExport(_Model):
 
     quantization: Literal["none", "dynamic", "float16", "int8"] = Field(
         default="none",
-        description="Also produce a quantized variant: none, dynamic (range), float16 or int8 (full integer, needs calibrationSamples).",
+        description=(
+            "Also produce a quantized variant: none, dynamic (range), float16 or int8 (full integer, needs "
+            "calibrationSamples)."
+        ),
     )
     calibration_samples: int = Field(
         default=0, ge=0, le=100000, description="Samples from the model's dataset used to calibrate int8."
@@ -810,10 +821,12 @@ class ExportSpec(_Model):
 
     enabled: bool = Field(default=True, description="false: training only, no export.")
     formats: list[ExportFormat] = Field(
-        default_factory=lambda: ["savedmodel", "tflite", "onnx"],
+        default_factory=lambda: list[ExportFormat](["savedmodel", "tflite", "onnx"]),
         min_length=1,
         max_length=5,
-        description="Artifacts to produce: a subset of savedmodel, tflite, onnx, keras (.keras file), weights (.weights.h5).",
+        description=(
+            "Artifacts to produce: a subset of savedmodel, tflite, onnx, keras (.keras file), weights (.weights.h5)."
+        ),
     )
     required: list[ExportFormat] | None = Field(
         default=None,
@@ -971,7 +984,8 @@ class PSTrainingJobSpec(_Model):
                 ".training.steps",
             ),
             cel(
-                "has(self.model.command) || self.replicas.evaluator.replicas == 0 || has(self.training.checkpoint.everySeconds)"
+                "has(self.model.command) || self.replicas.evaluator.replicas == 0"
+                " || has(self.training.checkpoint.everySeconds)"
                 " || (has(self.training.checkpoint.everySteps) && has(self.training.steps)"
                 " && self.training.checkpoint.everySteps < self.training.steps)",
                 "an evaluator needs checkpoints during training: set everySteps below training.steps, or everySeconds",
@@ -986,8 +1000,10 @@ class PSTrainingJobSpec(_Model):
             ),
             cel(
                 "!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
-                " || self.runPolicy.schedulingPolicy.minAvailable >= self.replicas.chief.replicas + self.replicas.ps.replicas",
-                "must be at least chief + ps replicas: the job cannot train without its chief and every parameter server",
+                " || self.runPolicy.schedulingPolicy.minAvailable"
+                " >= self.replicas.chief.replicas + self.replicas.ps.replicas",
+                "must be at least chief + ps replicas: the job cannot train without its chief and every parameter "
+                "server",
                 ".runPolicy.schedulingPolicy.minAvailable",
             ),
         )

@@ -38,12 +38,14 @@ def register(sub: Any) -> None:
     )
     get.add_argument("name", nargs="?", help="job name (default: every job in the namespace)")
     get.add_argument("--all-namespaces", "-A", action="store_true", help="jobs of every namespace")
-    _connection(get), _output(get)
+    _connection(get)
+    _output(get)
     get.set_defaults(verb_main=_get)
 
     desc = sub.add_parser("describe", help="one job: conditions, progress, children and events")
     desc.add_argument("name")
-    _connection(desc), _output(desc)
+    _connection(desc)
+    _output(desc)
     desc.set_defaults(verb_main=_describe)
 
     wait = sub.add_parser("wait", help="wait until a job finished (exit 0 Succeeded, 5 Failed, 4 timeout), or --for")
@@ -56,7 +58,8 @@ def register(sub: Any) -> None:
         help="what to wait for, e.g. phase=Running, condition=Stalled, condition=ExportComplete=False",
     )
     wait.add_argument("--timeout", type=_seconds, default=600.0, help="seconds (or 30s, 5m, 1h; default 10m)")
-    _connection(wait), _output(wait)
+    _connection(wait)
+    _output(wait)
     wait.set_defaults(verb_main=_wait)
 
     logs = sub.add_parser("logs", help="the trainer log of one pod of a job (default: the chief)")
@@ -81,7 +84,8 @@ def register(sub: Any) -> None:
     art.add_argument("--open", action="store_true", help="print the path of the export's report.html")
     art.add_argument("--image", default=None, help="image of the reader pod (default: the job's trainer image)")
     art.add_argument("--timeout", type=_seconds, default=300.0, help="download timeout in seconds (default 5m)")
-    _connection(art), _output(art)
+    _connection(art)
+    _output(art)
     art.set_defaults(verb_main=_artifacts)
 
 

@@ -13,6 +13,7 @@ Synchronous, on the ``kubernetes`` library; TensorFlow is never imported. Every 
 
 from __future__ import annotations
 
+import builtins
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -175,6 +176,7 @@ class TFPSClient:
     def status(self, name: str, namespace: str | None = None) -> PSTrainingJobStatus:
         return self.get(name, namespace).status or PSTrainingJobStatus()
 
+    # Below this method, `list` in the class body names it: annotations there spell `builtins.list`.
     def list(self, namespace: str | None = None, all_namespaces: bool = False) -> list[PSTrainingJob]:
         try:
             if all_namespaces:
@@ -309,7 +311,7 @@ class TFPSClient:
             job = self.get(name, ns)
 
     # --- pods, logs, events ---
-    def pods(self, name: str, namespace: str | None = None) -> list[Any]:
+    def pods(self, name: str, namespace: str | None = None) -> builtins.list[Any]:
         ns = self._ns(namespace)
         out = self._call(
             f"list pods of {self._what(name, ns)}",
@@ -354,7 +356,7 @@ class TFPSClient:
             raise LogsUnavailable(str(err)) from None
         return _lines(resp)
 
-    def events(self, name: str, namespace: str | None = None, children: bool = True) -> list[JobEvent]:
+    def events(self, name: str, namespace: str | None = None, children: bool = True) -> builtins.list[JobEvent]:
         """Events about the job and (``children``) the objects it owns, by their names, oldest first."""
         ns = self._ns(namespace)
         out = self._call(f'list events in namespace "{ns}"', self.core.list_namespaced_event, ns)
@@ -383,7 +385,7 @@ class TFPSClient:
             )
         return sorted(found, key=lambda ev: ev.time or datetime.min.replace(tzinfo=UTC))
 
-    def children(self, name: str, namespace: str | None = None) -> list[Child]:
+    def children(self, name: str, namespace: str | None = None) -> builtins.list[Child]:
         """Pods, the export Jobs, the Service and the PVC the operator made for the job."""
         ns = self._ns(namespace)
         sel = f"{labels.JOB_NAME}={name}"

@@ -22,7 +22,10 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> tuple[
         from kubernetes import client
 
         ns_file = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-        ns = open(ns_file).read().strip() if os.path.exists(ns_file) else "default"
+        ns = "default"
+        if os.path.exists(ns_file):
+            with open(ns_file) as f:
+                ns = f.read().strip()
         return client.ApiClient(), ns
     try:
         api = config.new_client_from_config(config_file=path, context=context)

@@ -108,8 +108,9 @@ def manifest_table(manifest: dict[str, Any]) -> str:
         )
     for f in manifest.get("failed") or []:
         rows.append([f["format"], f.get("quantization") or "-", "-", "-", "-", "-", "-", "-", f"FAILED {f['reason']}"])
+    step = manifest.get("checkpoint", {}).get("step")
     head = (
-        f"export of step {manifest.get('checkpoint', {}).get('step')} ({'complete' if manifest.get('complete') else 'INCOMPLETE'}),"
+        f"export of step {step} ({'complete' if manifest.get('complete') else 'INCOMPLETE'}),"
         f" {manifest.get('samples', {}).get('count', '-')} verification samples\n"
     )
     return head + table(
@@ -142,10 +143,10 @@ def describe(
         f"Phase:       {st.phase or '-'}    Restarts: {st.restarts}/{job.spec.run_policy.backoff_limit}"
         + ("    Suspended: true" if job.spec.run_policy.suspend else ""),
         f"Model:       {job.spec.model.module}    Image: {job.spec.image or '(operator default)'}",
-        f"Replicas:    chief {r.chief.replicas}, ps {r.ps.replicas}, worker {r.worker.replicas}, evaluator {r.evaluator.replicas}"
-        + (f"    Workers ready: {st.workers}" if st.workers else ""),
-        f"Progress:    step {p.step if p and p.step is not None else '-'}/{job.spec.training.steps}, loss {_num(p.loss if p else None)},"
-        f" {_num(p.steps_per_second if p else None, '.3g')} steps/s",
+        f"Replicas:    chief {r.chief.replicas}, ps {r.ps.replicas}, worker {r.worker.replicas},"
+        f" evaluator {r.evaluator.replicas}" + (f"    Workers ready: {st.workers}" if st.workers else ""),
+        f"Progress:    step {p.step if p and p.step is not None else '-'}/{job.spec.training.steps},"
+        f" loss {_num(p.loss if p else None)}, {_num(p.steps_per_second if p else None, '.3g')} steps/s",
         "Checkpoint:  "
         + ("-" if not c or c.step is None else f"step {c.step}, {c.path or ''} ({age(c.time, now)} ago)"),
     ]

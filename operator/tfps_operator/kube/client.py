@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -65,7 +65,7 @@ def _path(kind: str, namespace: str, name: str | None = None, sub: str | None = 
     return "/".join(filter(None, (f"{base}/namespaces/{namespace}/{plural}", name, sub)))
 
 
-def controller_uid(obj: dict[str, Any]) -> str | None:
+def controller_uid(obj: Mapping[str, Any]) -> str | None:
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("controller"):
             return ref.get("uid")
@@ -265,7 +265,7 @@ class Kube:
             query=[("fieldManager", self.field_manager)],
         )
 
-    async def event(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
+    async def event(self, job: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         """Post a core/v1 Event about the job; failures are logged, never raised."""
         meta = job["metadata"]
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -124,9 +124,12 @@ class RecentWrites:
         if found is not None and self._going(found.uid) and not found.deleting:
             found = replace(found, deleting=True)
         created = self.created.get(f"Job/{name}")
-        if created is not None and isinstance(created[1], BatchJobObs):
-            if found is None or (found.uid != created[1].uid and found.deleting):
-                return created[1]
+        if (
+            created is not None
+            and isinstance(created[1], BatchJobObs)
+            and (found is None or (found.uid != created[1].uid and found.deleting))
+        ):
+            return created[1]
         return found
 
     def existing(self, indexed: Iterable[ChildRef], owner: str | None) -> set[str]:

@@ -14,6 +14,7 @@ import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Set
 from pathlib import Path
 
 from tfps_trainer.config import SETTINGS_ENV
@@ -27,7 +28,7 @@ from .supervisor import LocalJob
 PREFLIGHT_FLAG = "--preflight"
 
 
-def preflight_rows(report: PreflightReport, required: set[str]) -> list[tuple[str, str, str, str, str]]:
+def preflight_rows(report: PreflightReport, required: Set[str]) -> list[tuple[str, str, str, str, str]]:
     """(format, verdict, size, max error, argmax agreement): those that convert, then those that will fail."""
     rows = [
         (

@@ -12,6 +12,7 @@ import dataclasses
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +108,9 @@ def describe(settings: JobSettings) -> str:
     return f"{steps}{settings.model_module}"
 
 
-def print_table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]], notes: list[str], tty: bool) -> None:
+def print_table(
+    title: str, header: tuple[str, ...], rows: Sequence[tuple[str, ...]], notes: list[str], tty: bool
+) -> None:
     """A table (rich in a terminal, aligned plain text otherwise) and the lines under it."""
     if tty:
         from rich.console import Console

@@ -85,22 +85,19 @@ def published(plan: LocalJob, result: ExportSucceeded | ExportFailed) -> ExportO
             if notes:
                 warnings[artifact_label(a["format"], a.get("quantization"))] = notes
         failed = [FormatFailure.model_validate(f) for f in manifest.get("failed", [])]
-    where = {
-        "step": result.step,
-        "path": str(export_dir),
-        "artifacts": artifacts,
-        "failed": failed,
-        "warnings": warnings,
-    }
+
+    def outcome(ok: bool, message: str) -> ExportOutcome:
+        return ExportOutcome(
+            ok, message, step=result.step, path=str(export_dir), artifacts=artifacts, failed=failed, warnings=warnings
+        )
+
     if isinstance(result, ExportFailed):
-        return ExportOutcome(False, f"ExportFailed: {result.reason}: {result.message}", **where)
+        return outcome(False, f"ExportFailed: {result.reason}: {result.message}")
     unaccounted = set(plan.settings.export.formats) - {a.format for a in artifacts} - {f.format for f in failed}
     if unaccounted:
-        return ExportOutcome(
-            False, f"ExportFailed: no {', '.join(sorted(unaccounted))} artifact in {export_dir}", **where
-        )
+        return outcome(False, f"ExportFailed: no {', '.join(sorted(unaccounted))} artifact in {export_dir}")
     missing = f"; not exported: {', '.join(f.label for f in failed)}" if failed else ""
-    return ExportOutcome(True, f"exported step {result.step} to {export_dir}{missing}", **where)
+    return outcome(True, f"exported step {result.step} to {export_dir}{missing}")
 
 
 def run_export(plan: LocalJob, display: Display, grace: float = 10.0, poll: float = 0.5) -> ExportOutcome:

@@ -54,6 +54,7 @@ class Child:
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             log.write(f"\n===== tfps run: {self.name} start #{self.starts} at {stamp} =====\n".encode())
             log.flush()
+            parent = os.getpid()  # read here: preexec_fn runs in the child
             self.popen = subprocess.Popen(
                 list(self.argv),
                 env=self.env,
@@ -61,7 +62,7 @@ class Child:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=lambda parent=os.getpid(): _die_with_parent(parent),
+                preexec_fn=lambda: _die_with_parent(parent),
                 close_fds=True,
             )
         self.started_at = time.monotonic()
@@ -124,19 +125,19 @@ class Child:
 
 def stop_all(children: Iterable[Child], grace: float = 10.0) -> None:
     """SIGTERM every child's process group, wait up to ``grace`` seconds, then SIGKILL the rest."""
-    children = [c for c in children if c.popen is not None]
-    for c in children:
+    started = [(c, c.popen) for c in children if c.popen is not None]
+    for c, _ in started:
         c.signal_group(signal.SIGTERM)
     deadline = time.monotonic() + grace
-    for c in children:
+    for _, popen in started:
         try:
-            c.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+            popen.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             pass
-    for c in children:
+    for c, popen in started:
         # SIGKILL the group even if the leader exited: it may have left processes behind.
         c.signal_group(signal.SIGKILL)
         try:
-            c.popen.wait(timeout=5)
+            popen.wait(timeout=5)
         except subprocess.TimeoutExpired:  # stuck in the kernel; nothing more we can do
             pass

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tfps_trainer.config import SETTINGS_ENV, TERMINATION_LOG_ENV, JobSettings
 
-from ..api.models import PSTrainingJob, Recreation, Role, replica_counts
+from ..api.models import PSTrainingJob, Recreation, RestartPolicy, Role, replica_counts
 from ..manifests.tfconfig import tf_config_json
 from ..reconcile import crashloop
 from ..reconcile.failure_policy import on_failure
@@ -70,7 +70,7 @@ class LocalJob:
         counts = replica_counts(self.job)
         return [Task(role, i) for role in START_ORDER for i in range(counts.get(role, 0))]
 
-    def restart_policy(self, role: Role):
+    def restart_policy(self, role: Role) -> RestartPolicy:
         return getattr(self.job.spec.replicas, role).restart_policy
 
     def base_env(self) -> dict[str, str]:

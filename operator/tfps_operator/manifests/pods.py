@@ -7,6 +7,7 @@ The pod spec builder is shared with the export Job, so both run with the same ha
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tfps_trainer.config import SETTINGS_ENV
@@ -94,7 +95,7 @@ def settings_env(job: PSTrainingJob, cfg: BuildConfig) -> str:
     return job_settings(job).model_copy(update={"progress_port": cfg.progress_port}).to_env()
 
 
-def _check_user_env(env: list[dict[str, Any]], where: str) -> None:
+def _check_user_env(env: Sequence[Mapping[str, object]], where: str) -> None:
     for i, var in enumerate(env):
         name = str(var.get("name", ""))
         if name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIX):
@@ -306,7 +307,7 @@ def desired_pods(job: PSTrainingJob, cfg: BuildConfig, restart: int = 0) -> dict
     return pods
 
 
-def _text(item: dict[str, Any], key: str, where: str) -> str:
+def _text(item: Mapping[str, object], key: str, where: str) -> str:
     """``item[key]`` as a non-empty string; anything else (an object that slipped past an older CRD) is a
     BuildError naming the field, not a crash."""
     value = item.get(key)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from ..api.models import Role
 
@@ -27,7 +28,7 @@ def cluster_spec(counts: dict[Role, int], address: AddressFn) -> dict[str, list[
     }
 
 
-def tf_config(counts: dict[Role, int], address: AddressFn, role: Role, index: int) -> dict:
+def tf_config(counts: dict[Role, int], address: AddressFn, role: Role, index: int) -> dict[str, Any]:
     """TF_CONFIG (as a dict) for task ``role``/``index``."""
     if index < 0 or index >= counts.get(role, 0):
         raise ValueError(f"{role} index {index} out of range (replicas: {counts.get(role, 0)})")

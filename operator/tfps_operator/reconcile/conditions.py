@@ -48,12 +48,13 @@ def set_condition(
     Returns True when the status value changed."""
     old = get(status, type_)
     flipped = old is None or old.status != value
+    kept = old.last_transition_time if old is not None and not flipped else None
     new = Condition(
         type=type_,
         status=value,
         reason=reason,
         message=message,
-        last_transition_time=now if flipped or old.last_transition_time is None else old.last_transition_time,
+        last_transition_time=now if kept is None else kept,
         observed_generation=generation,
     )
     status.conditions = [new if c.type == type_ else c for c in status.conditions] if old else [*status.conditions, new]

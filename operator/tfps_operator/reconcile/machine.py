@@ -26,6 +26,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from tfps_trainer.export.result import ExportFailed, PreflightReport
+
 from ..api.models import (
     Artifact,
     CheckpointStatus,
@@ -34,6 +36,7 @@ from ..api.models import (
     PSTrainingJob,
     PSTrainingJobStatus,
     ReplicaStatus,
+    Role,
     replica_counts,
 )
 from ..manifests import labels, names
@@ -268,14 +271,14 @@ def _training(r: _Reconciliation, desired: dict[str, dict[str, Any]], export_man
 
 
 def _failure_decision(
-    r: _Reconciliation, role: str, exit_code: int | None, vanished: str | None = None, detail: str = ""
+    r: _Reconciliation, role: Role, exit_code: int | None, vanished: str | None = None, detail: str = ""
 ) -> Decision:
     spec = getattr(r.job.spec.replicas, role)
     d = on_failure(
         role,
         spec.restart_policy,
         exit_code,
-        r.status.restarts - r.status.preemptions,  # type: ignore[arg-type]
+        r.status.restarts - r.status.preemptions,
         r.job.spec.run_policy.backoff_limit,
         _recreated(r, role),
         spec.recreate_limit,
@@ -482,8 +485,6 @@ def _preflight(r: _Reconciliation) -> bool:
     pod = _last(p for p in r.obs.preflight_pods if p.phase in ("Succeeded", "Failed"))
     if pod is None and not (pj.complete or pj.failed):
         return False
-    from tfps_trainer.export.result import ExportFailed
-
     report = messages.preflight_report(pod.message) if pod else None
     if report is None or isinstance(report, ExportFailed) and report.reason in ("InternalError", "Interrupted"):
         why = (
@@ -502,6 +503,7 @@ def _preflight(r: _Reconciliation) -> bool:
     if isinstance(report, ExportFailed):
         _fail(r, "ExportPreflightFailed", f"export pre-flight: {report.reason}: {report.message}")
         return False
+    assert isinstance(report, PreflightReport)  # the pre-flight pod writes a report, or fails
     if not report.ok:
         failed = "; ".join(f.message for f in report.failed if f.label in report.required_failed)
         _fail(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from ..api.models import ROLES, Role
 from ..manifests import labels
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
@@ -20,7 +21,7 @@ class PodObs:
     name: str
     uid: str
     phase: PodPhase
-    role: str | None = None
+    role: Role | None = None
     index: int | None = None
     restart: int | None = None
     """The job's restart count when the pod was created (label tfps.dev/restart)."""
@@ -81,6 +82,10 @@ def _int(raw: str | None) -> int | None:
         return None
 
 
+def _role(raw: str | None) -> Role | None:
+    return next((r for r in ROLES if r == raw), None)
+
+
 def pod_obs(pod: Mapping[str, Any]) -> PodObs:
     meta, status = pod.get("metadata", {}), pod.get("status") or {}
     lbl = meta.get("labels") or {}
@@ -101,7 +106,7 @@ def pod_obs(pod: Mapping[str, Any]) -> PodObs:
         name=meta.get("name", ""),
         uid=meta.get("uid", ""),
         phase=status.get("phase") or "Pending",
-        role=lbl.get(labels.REPLICA_TYPE),
+        role=_role(lbl.get(labels.REPLICA_TYPE)),
         index=_int(lbl.get(labels.REPLICA_INDEX)),
         restart=_int(lbl.get(labels.RESTART)),
         deleting=bool(meta.get("deletionTimestamp")),
@@ -147,7 +152,7 @@ def observe(
     Takes raw API objects or their already reduced observations (what the operator's watch indexes hold).
     """
     by_component: dict[str, list[PodObs]] = {labels.EXPORT_COMPONENT: [], labels.PREFLIGHT_COMPONENT: []}
-    trainer = []
+    trainer: list[PodObs] = []
     for raw in pods:
         obs = raw if isinstance(raw, PodObs) else pod_obs(raw)
         by_component.get(obs.component or "", trainer).append(obs)

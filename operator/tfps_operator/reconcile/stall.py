@@ -51,6 +51,7 @@ def evaluate(status: PSTrainingJobStatus, bound: float | None, now: datetime) ->
     since = running_since(status)
     ck = status.checkpoint
     ck_time = ck.time if ck is not None else None
+    reference: datetime | None
     if ck_time is not None and (since is None or ck_time > since):
         reference = ck_time
     else:

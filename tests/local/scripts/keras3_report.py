@@ -28,7 +28,7 @@ model.compile(opt, "mse")
 manager = tf.train.CheckpointManager(
     tf.train.Checkpoint(model=model, optimizer=opt), os.environ["TFPS_CHECKPOINT_DIR"], max_to_keep=2
 )
-for epoch in range(3):
+for _ in range(3):
     history = model.fit({"features": x}, y, batch_size=32, epochs=1, verbose=0)
     report(step=int(opt.iterations.numpy()), loss=history.history["loss"][-1])
     print("saved", manager.save(), flush=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import ExportFormat
 from .result import artifact_label as label
 
 SIGNATURE = "serving_default"
@@ -24,7 +25,7 @@ def tflite_name(quantization: str) -> str:
 
 @dataclass
 class Artifact:
-    format: str  # savedmodel | tflite | onnx | keras | weights
+    format: ExportFormat
     rel: str  # path inside the export directory
     quantization: str | None = None
     opset: int | None = None

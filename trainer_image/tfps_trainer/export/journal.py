@@ -43,7 +43,7 @@ def crash_failure(label: str, phase: str, how: str) -> FormatFailure:
     return FormatFailure(
         format=fmt,
         quantization=quantization,
-        reason=reason,  # type: ignore[arg-type]
+        reason=reason,
         message=f"{label}: the exporter process crashed ({how}) while {doing}; the other "
         "formats were exported by a fresh process",
     )

@@ -56,7 +56,7 @@ def digest(path: Path) -> tuple[int, str, list[dict[str, Any]] | None]:
     """(bytes, sha256, files) of a file or a directory tree (see the module docstring)."""
     if path.is_file():
         return path.stat().st_size, file_sha256(path), None
-    files = []
+    files: list[dict[str, Any]] = []
     for dirpath, _dirs, names in os.walk(path):
         for name in names:
             p = Path(dirpath) / name

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import ExportSettings, JobSettings
+from ..config import ExportFormat, ExportSettings, JobSettings, OutputKind
 from . import formats, manifest, report, source, verify
 from .artifact import FILE_NAMES, Artifact, label, tflite_name
 from .errors import CANCELLED, ExportError
@@ -81,7 +81,7 @@ def targets(ex: ExportSettings) -> list[Target]:
     return out
 
 
-def required_formats(ex: ExportSettings) -> set[str]:
+def required_formats(ex: ExportSettings) -> set[ExportFormat]:
     return set(ex.required) & set(ex.formats)
 
 
@@ -97,7 +97,7 @@ class Prepared:
     model: Any
     serve: formats.Serving
     ref: dict[str, np.ndarray]
-    kinds: dict[str, str]
+    kinds: dict[str, OutputKind]
     labels: dict[str, np.ndarray]
     calibration: dict[str, np.ndarray] | None
     checkpoint: source.CheckpointRef | None
@@ -128,8 +128,10 @@ def prepare(
     where = contract.module_name if program else "fresh weights" if ckpt is None else f"checkpoint {ckpt.rel}"
     for name, value in ref.items():
         if not np.all(np.isfinite(value)):
-            reason = "ContractError" if ckpt is None and not program else "CheckpointCorrupt"
-            raise ExportError(reason, f"{where}: the restored model outputs NaN/Inf on real inputs (output {name!r})")
+            raise ExportError(
+                "ContractError" if ckpt is None and not program else "CheckpointCorrupt",
+                f"{where}: the restored model outputs NaN/Inf on real inputs (output {name!r})",
+            )
     labels = source.labels_by_output(drawn.labels, serve.output_names)
     kinds = {name: verify.output_kind(r, labels.get(name), ex.output_kinds.get(name)) for name, r in ref.items()}
     unknown = sorted(set(ex.output_kinds) - set(ref))
@@ -173,7 +175,7 @@ class Outcomes:
         self.failed.append(
             FormatFailure(
                 format=target.format,
-                quantization=target.quantization,  # type: ignore[arg-type]
+                quantization=target.quantization,
                 reason=exc.reason,
                 message=exc.message,
             )
@@ -297,7 +299,7 @@ class _Producer:
         assert path is not None
         out, iface = verify.run_artifact(artifact, path, prep.samples.inputs, self.runtime)
         limits = verify.tolerance_for(artifact, self.ex)
-        judged = verify.judge(artifact, prep.ref, out, limits, prep.kinds, prep.labels)  # type: ignore[arg-type]
+        judged = verify.judge(artifact, prep.ref, out, limits, prep.kinds, prep.labels)
         self.out.judgements[target.label] = judged
         size, sha, files = manifest.digest(path)
         log.info(

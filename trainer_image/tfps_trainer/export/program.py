@@ -64,8 +64,8 @@ def load_keras_model(ref: SavedModelRef) -> Any:
         raise ExportError(
             "ContractError",
             (
-                f"{ref.rel}: a SavedModel without Keras metadata (tf.saved_model.save): the export needs a Keras model: "
-                f"save it with model.save(...), or name a contract module in spec.model.module"
+                f"{ref.rel}: a SavedModel without Keras metadata (tf.saved_model.save): the export needs a Keras "
+                "model: save it with model.save(...), or name a contract module in spec.model.module"
             ),
         )
     errors = []

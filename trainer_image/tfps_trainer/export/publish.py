@@ -63,7 +63,7 @@ def _fsync_path(path: Path) -> None:
 
 def fsync_tree(tree: Path) -> None:
     """fsync every file, then every directory bottom-up, then the tree itself."""
-    for dirpath, dirnames, filenames in os.walk(tree, topdown=False):
+    for dirpath, _dirnames, filenames in os.walk(tree, topdown=False):
         for name in filenames:
             _fsync_path(Path(dirpath) / name)
         _fsync_path(Path(dirpath))

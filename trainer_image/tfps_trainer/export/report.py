@@ -29,6 +29,8 @@ td{white-space:nowrap}td.msg{white-space:normal}td.l,th.l{text-align:left}.ok{co
 figcaption{font-size:13px;color:#33404c;margin-bottom:4px}svg text{font-family:inherit;font-size:11px;fill:#33404c}
 .warn{color:#8a5a00;font-size:12px}
 """
+_PASSED = "<span class=ok>passed</span>"
+_FAILED = "<span class=bad>failed</span>"
 
 
 def fmt(x: Any, spec: str = ".3g") -> str:
@@ -95,7 +97,7 @@ def _outputs_table(artifacts: list[dict[str, Any]]) -> str:
                 f"{_cell(q.get('p50'))}{_cell(q.get('p99'))}{_cell(o.get('maxAbsError'))}{_cell(o.get('bound'))}"
                 f"{_cell(o.get('maxRelError'))}{_cell(o.get('argmaxAgreement'), '.4g')}"
                 f"{_cell(acc.get('model'), '.4g')}{_cell(acc.get('artifact'), '.4g')}"
-                f'<td class="l msg">{"<span class=ok>passed</span>" if o.get("passed", True) else "<span class=bad>failed</span>"}'
+                f'<td class="l msg">{_PASSED if o.get("passed", True) else _FAILED}'
                 f"{' <span class=warn>' + _e(note) + '</span>' if note else ''}</td></tr>"
             )
     head = (
@@ -152,7 +154,8 @@ def _error_chart(output: str, rows: list[tuple[str, dict[str, Any]]]) -> str:
             if p50 and p99:
                 parts.append(
                     f'<rect x="{x(p50):.1f}" y="{y - 6:.1f}" width="{max(2.0, x(p99) - x(p50)):.1f}" height="12" '
-                    f'fill="{color}" fill-opacity="0.45" rx="2"><title>median {fmt(p50)} – p99 {fmt(p99)}</title></rect>'
+                    f'fill="{color}" fill-opacity="0.45" rx="2">'
+                    f"<title>median {fmt(p50)} – p99 {fmt(p99)}</title></rect>"
                 )
             parts.append(
                 f'<circle cx="{x(err):.1f}" cy="{y:.1f}" r="4" fill="{color}"><title>max {fmt(err)}</title></circle>'

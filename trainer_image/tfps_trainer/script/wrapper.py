@@ -145,7 +145,8 @@ def run(task: TaskConfig, settings: JobSettings) -> int:
         progress = progress_mod.Progress(role="chief", target_steps=settings.steps or 0, job=settings.job_name)
         server = progress_mod.serve(progress, settings.progress_port)
         print(
-            f"tfps-trainer {role}: progress on http://{server.httpd.server_address[0]}:{server.port}/status", flush=True
+            f"tfps-trainer {role}: progress on http://{server.httpd.server_address[0]!s}:{server.port}/status",
+            flush=True,
         )
         watch = _ChiefWatch(settings, progress, progress_file)
         watch.start()
