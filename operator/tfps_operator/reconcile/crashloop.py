@@ -40,7 +40,7 @@ def delay(count: int, schedule: Schedule = OPERATOR) -> float:
     if count <= 0:
         return 0.0
     # The exponent is capped so a replica failing for days cannot overflow the float.
-    return min(schedule.max_seconds, schedule.base_seconds * 2 ** min(count - 1, 62))
+    return min(schedule.max_seconds, schedule.base_seconds * float(2 ** min(count - 1, 62)))
 
 
 def _expired(entry: Recreation, now: datetime, schedule: Schedule) -> bool:

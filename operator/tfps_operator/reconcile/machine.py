@@ -244,8 +244,9 @@ def _training(r: _Reconciliation, desired: dict[str, dict[str, Any]], export_man
     if restart:
         _restart_job(r, restart, current)
         return
-    for pod, _, d in decisions:  # recreate_pod: delete now (or after its backoff), create once the name is free
-        assert pod is not None
+    for failed, _, d in decisions:  # recreate_pod: delete now (or after its backoff), create once the name is free
+        assert failed is not None
+        pod = failed
         entry = st.recreations.get(pod.name)
         not_before = crashloop.not_before(entry, r.now)
         if not_before is not None:

@@ -19,6 +19,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -473,7 +474,7 @@ def _manifest(
     )
 
 
-def _result(rel_dir: str, step: int, out: Outcomes, missing_required: list[str]) -> ExportSucceeded | ExportFailed:
+def _result(rel_dir: str, step: int, out: Outcomes, missing_required: Sequence[str]) -> ExportSucceeded | ExportFailed:
     """The exporter's result for an export published to ``rel_dir`` (relative to the job root): failed when
     a required format is missing from it."""
     artifacts = [
