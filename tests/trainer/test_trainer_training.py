@@ -92,3 +92,22 @@ def test_chief_started_before_its_servers_waits_for_them(tmp_path: Path) -> None
         cluster.start_servers()
         assert cluster.wait() == 0, cluster.tail()
     assert checkpoint_steps(settings.paths.checkpoints) == [50]
+
+
+@pytest.mark.parametrize("k", [1, 7], ids=["one-step-per-closure", "7-steps-per-closure"])
+def test_checkpoint_boundaries_and_target_are_exact_whatever_the_steps_per_closure(tmp_path: Path, k: int) -> None:
+    """Neither the target (230) nor the checkpoint interval (75) is a multiple of 7: shorter
+    closures before each boundary keep every checkpoint and the final step exact."""
+    settings = make_settings(
+        tmp_path / "job", steps=230, steps_per_closure=k, checkpoint=CheckpointSettings(every_steps=75, keep=10)
+    )
+    with LocalCluster(tmp_path / "procs", settings) as cluster:
+        cluster.start_all()
+        assert cluster.wait() == 0, cluster.tail()
+    ckpt_dir = settings.paths.checkpoints
+    assert checkpoint_steps(ckpt_dir) == [75, 150, 225, 230]
+    for step in (75, 150, 225, 230):
+        assert stored_step(f"{ckpt_dir}/ckpt-{step}") == step
+    assert "completed step 230/230" in cluster.termination_log("chief", 0).read_text()
+    losses = scalar_events(Path(settings.paths.tensorboard) / "chief", "loss")
+    assert max(losses) == 230 and losses[230] < losses[min(losses)] / 5
