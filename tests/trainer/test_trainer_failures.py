@@ -52,6 +52,10 @@ def test_killed_worker_mid_closure_reruns_it_and_the_final_step_stays_exact(tmp_
     assert checkpoint_steps(settings.paths.checkpoints)[-2:] == [2920, steps]
     assert stored_step(f"{settings.paths.checkpoints}/ckpt-{steps}") == steps
     assert f"completed step {steps}/{steps}" in cluster.termination_log("chief", 0).read_text()
+    # The optimizer's own step counter (learning-rate schedules, Adam's bias correction) counted the re-run
+    # steps again; the chief set it back to the global step before each checkpoint.
+    saved = checkpoint_tensors(f"{settings.paths.checkpoints}/ckpt-{steps}")
+    assert int(saved["optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"]) == steps
 
 
 def test_killed_ps_stops_the_chief_with_a_clear_reason(tmp_path: Path) -> None:

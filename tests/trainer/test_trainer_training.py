@@ -111,3 +111,32 @@ def test_checkpoint_boundaries_and_target_are_exact_whatever_the_steps_per_closu
     assert "completed step 230/230" in cluster.termination_log("chief", 0).read_text()
     losses = scalar_events(Path(settings.paths.tensorboard) / "chief", "loss")
     assert max(losses) == 230 and losses[230] < losses[min(losses)] / 5
+
+
+def test_a_learning_rate_schedule_sees_the_global_step_at_the_end_of_training(tmp_path: Path) -> None:
+    """Keras 3 Adam under a schedule that records the step it is given (the optimizer's counter, which
+    under PS training loses increments when workers race): at the last update it is within one closure
+    (20 steps) of the target, and the counter needed no correction at any checkpoint."""
+    import os
+
+    from trainer_cluster import checkpoint_tensors
+
+    models = Path(__file__).parent / "models"
+    steps = 1200
+    settings = make_settings(
+        tmp_path / "job",
+        steps=steps,
+        steps_per_closure=20,
+        model_module="step_probe_model",
+        checkpoint=CheckpointSettings(every_steps=500),
+    )
+    env = {"PYTHONPATH": f"{models}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    with LocalCluster(tmp_path / "procs", settings, extra_env=env) as cluster:
+        cluster.start_all()
+        assert cluster.wait() == 0, cluster.tail()
+        log = cluster.log("chief", 0).read_text()
+    tensors = checkpoint_tensors(f"{settings.paths.checkpoints}/ckpt-{steps}")
+    (seen,) = [int(v) for k, v in tensors.items() if k.endswith("/seen/.ATTRIBUTES/VARIABLE_VALUE")]
+    assert steps - 20 <= seen < steps, seen
+    assert int(tensors["optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"]) == steps
+    assert "optimizer step" not in log, log[-2000:]

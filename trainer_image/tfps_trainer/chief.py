@@ -20,7 +20,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from . import checkpoints, modelio, sharding, summaries
+from . import checkpoints, modelio, optimizer_step, sharding, summaries
 from .closures import NUMERICS_TAG, TrainClosures, closure_size
 from .cluster import read_tf_config, wait_for_addresses
 from .config import JobSettings
@@ -75,6 +75,7 @@ class Trainer:
             self.model = modelio.build(contract, args)
             self.train_vars = sharding.optimizer_variables(self.model.trainable_variables)
             self.optimizer = modelio.make_optimizer(contract, args, self.train_vars)
+            self.optimizer_step = optimizer_step.count_atomically(self.optimizer)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         if sharding.make_checkpointable(self.model.weights):
             print(f"tfps-trainer chief: partitioned: {sharding.describe(self.model.weights)}", flush=True)
@@ -84,6 +85,8 @@ class Trainer:
             settings.checkpoint.keep,
         )
         self.last_checkpoint: checkpoints.CheckpointInfo | None = None
+        self.optimizer_step_before_sync: int | None = None
+        """The optimizer's step counter at the last checkpoint, before it was set to the global step."""
         self.writer = tf.summary.create_file_writer(os.path.join(settings.paths.tensorboard, "chief"))
         self.closures = TrainClosures(
             self.strategy,
@@ -120,6 +123,7 @@ class Trainer:
                 f"{self.contract.module_name!r} (changed model code or args?): {_first_line(exc)[:300]}"
             ) from None
         start = int(self.step.numpy())
+        self._sync_optimizer_step(start)
         if path:
             self._check_restored_shapes(path)
             self.last_checkpoint = checkpoints.info_for(path)
@@ -217,7 +221,15 @@ class Trainer:
         if rv is not None:
             reader.report_now(scheduled, float(rv.fetch()))
         self.step.assign(scheduled)
+        self._sync_optimizer_step(scheduled)
         self._save(scheduled)
+
+    def _sync_optimizer_step(self, step: int) -> None:
+        """Set the optimizer's step counter to the global step (they differ after a closure was re-run)."""
+        before = optimizer_step.sync(self.optimizer_step, step)
+        self.optimizer_step_before_sync = before
+        if before is not None and before != step:
+            print(f"tfps-trainer chief: optimizer step {before} set to the global step {step}", flush=True)
 
     def _preempted(self, scheduled: int, resumed_at: int) -> PreemptedError:
         if self.last_checkpoint is not None and self.last_checkpoint.step == scheduled:
