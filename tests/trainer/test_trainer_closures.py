@@ -45,3 +45,15 @@ def test_tf_keras_and_loss_scale_optimizers_are_not_reset() -> None:
     assert count_atomically(tf_keras.optimizers.SGD(0.1)) is None
     assert count_atomically(keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))) is None
     assert sync(None, 5) is None
+
+
+def test_worker_datasets_end_in_one_prefetch() -> None:
+    import tensorflow as tf
+
+    from tfps_trainer.chief import prefetched
+
+    plain = tf.data.Dataset.range(10).batch(2)
+    assert type(prefetched(plain)).__name__.lstrip("_") == "PrefetchDataset"
+    already = plain.prefetch(2)
+    assert prefetched(already) is already
+    assert [b.tolist() for b in prefetched(plain).take(2).as_numpy_iterator()] == [[0, 1], [2, 3]]

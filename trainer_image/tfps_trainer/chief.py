@@ -100,7 +100,7 @@ class Trainer:
         batch_size = settings.batch_size
 
         def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
-            return contract.dataset(input_context, batch_size, args)
+            return prefetched(contract.dataset(input_context, batch_size, args))
 
         try:
             distributed = self.strategy.distribute_datasets_from_function(dataset_fn)
@@ -360,6 +360,14 @@ def _wait_for(remote_value: Any) -> None:
         remote_value.fetch()
     except Exception:
         pass
+
+
+def prefetched(dataset: Any) -> Any:
+    """``dataset`` ending in a ``prefetch(AUTOTUNE)``, so a worker's next batch is ready when its step
+    asks (a dataset that already ends in a prefetch is left as it is)."""
+    if not isinstance(dataset, tf.data.Dataset) or type(dataset).__name__.lstrip("_") == "PrefetchDataset":
+        return dataset
+    return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def _storage_problem(directory: str) -> str:
