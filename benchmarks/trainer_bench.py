@@ -55,6 +55,8 @@ WARMUP = 200
 BATCH = 32
 PIDS_ENV = "TFPS_BENCH_PIDS"
 """Process ids of the PS and workers, whose CPU time a chief adds to its own."""
+PS_PIDS_ENV = "TFPS_BENCH_PS_PIDS"
+"""Process ids of the PS, whose resident memory a chief reports at the end of its timed window."""
 
 MODELS = {
     "tiny": {
@@ -88,11 +90,19 @@ def _cpu_all() -> float:
     return _cpu() + sum(_cpu_of(p) for p in pids)
 
 
+def _rss_bytes(pid: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 class Window:
     """The timed window of one variant: wall time, CPU of all processes, CPU of this process."""
 
     def __init__(self) -> None:
         self.t0 = self.t1 = self.all0 = self.all1 = self.own0 = self.own1 = None
+        self.ps_rss: list[int] = []
 
     def start(self) -> None:
         self.t0, self.all0, self.own0 = time.perf_counter(), _cpu_all(), _cpu()
@@ -100,6 +110,7 @@ class Window:
     def stop(self) -> None:
         if self.t1 is None:
             self.t1, self.all1, self.own1 = time.perf_counter(), _cpu_all(), _cpu()
+            self.ps_rss = [_rss_bytes(p) for p in os.environ.get(PS_PIDS_ENV, "").split(",") if p]
 
     def result(self, steps: int, **extra: object) -> dict:
         return {
@@ -107,6 +118,7 @@ class Window:
             "seconds": self.t1 - self.t0,
             "cpu_seconds": self.all1 - self.all0,
             "chief_cpu_seconds": self.own1 - self.own0,
+            **({"ps_rss_bytes": self.ps_rss} if self.ps_rss else {}),
             **extra,
         }
 
