@@ -131,6 +131,8 @@ INVALID: list[Case] = [
     # ranges
     case("steps-zero", "spec.training.steps", _set("spec.training.steps", 0)),
     case("batch-size-negative", "spec.training.batchSize", _set("spec.training.batchSize", -1)),
+    case("steps-per-closure-zero", "spec.training.stepsPerClosure", _set("spec.training.stepsPerClosure", 0)),
+    case("steps-per-closure-too-many", "spec.training.stepsPerClosure", _set("spec.training.stepsPerClosure", 1001)),
     case("port-privileged", "spec.training.port", _set("spec.training.port", 80)),
     case("keep-zero", "spec.training.checkpoint.keep", _set("spec.training.checkpoint", {"everySteps": 10, "keep": 0})),
     case(

@@ -22,6 +22,7 @@ CHOICES: dict[str, tuple[list[Any], list[Any]]] = {
     "metadata.name": (["ok-name", "x" * 49], ["x" * 50, "9x", "a-"]),
     "spec.training.steps": ([1, 300], [0, -5, "10"]),
     "spec.training.batchSize": ([1, 64], [0]),
+    "spec.training.stepsPerClosure": ([1, 20, 1000], [0, 1001]),
     "spec.training.checkpoint": (
         [{"everySteps": 10}, {"everySeconds": 30, "keep": 1}],
         [{"keep": 2}, {"everySteps": 0}, {}],

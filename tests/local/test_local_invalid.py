@@ -145,3 +145,12 @@ def test_plan_applies_overrides(tmp_path):
     assert plan.root == (tmp_path / "w" / "default" / "quick").resolve()
     assert plan.settings.paths.checkpoints == str(plan.root / "checkpoints")
     assert not (tmp_path / "w").exists()
+
+
+def test_plan_carries_steps_per_closure_to_the_trainer(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text(VALID + "    stepsPerClosure: 5\n")
+    assert local_cli.plan_from_args(_args(job, tmp_path / "w")).settings.steps_per_closure == 5
+    job.write_text(VALID + "    stepsPerClosure: 0\n")
+    with pytest.raises(local_cli.InvalidInput, match="spec.training.stepsPerClosure"):
+        local_cli.plan_from_args(_args(job, tmp_path / "w"))

@@ -35,6 +35,29 @@ def test_killed_worker_training_still_reaches_target(tmp_path: Path, restart: bo
     assert stored_step(f"{settings.paths.checkpoints}/ckpt-{STEPS}") == STEPS
 
 
+def test_killed_worker_mid_closure_reruns_it_and_the_final_step_stays_exact(tmp_path: Path) -> None:
+    """50 steps per closure, worker killed mid-training: its closure is re-run on the other worker
+    (up to 50 updates applied twice, documented), the step the chief counts and saves stays exact.
+    Neither the target nor the checkpoint interval is a multiple of 50."""
+    steps = 2990
+    settings = make_settings(
+        tmp_path / "job", steps=steps, steps_per_closure=50, checkpoint=CheckpointSettings(every_steps=730)
+    )
+    with LocalCluster(tmp_path / "procs", settings) as cluster:
+        cluster.start_all()
+        cluster.wait_for_step(400)
+        cluster.kill("worker", 0)
+        assert cluster.status()["step"] < steps, "the run finished before the worker was killed; raise steps"
+        assert cluster.wait(timeout=240) == 0, cluster.tail()
+    assert checkpoint_steps(settings.paths.checkpoints)[-2:] == [2920, steps]
+    assert stored_step(f"{settings.paths.checkpoints}/ckpt-{steps}") == steps
+    assert f"completed step {steps}/{steps}" in cluster.termination_log("chief", 0).read_text()
+    # The optimizer's own step counter (learning-rate schedules, Adam's bias correction) counted the re-run
+    # steps again; the chief set it back to the global step before each checkpoint.
+    saved = checkpoint_tensors(f"{settings.paths.checkpoints}/ckpt-{steps}")
+    assert int(saved["optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"]) == steps
+
+
 def test_killed_ps_stops_the_chief_with_a_clear_reason(tmp_path: Path) -> None:
     settings = make_settings(tmp_path / "job", steps=100_000, checkpoint=CheckpointSettings(every_steps=100))
     with LocalCluster(tmp_path / "procs", settings) as cluster:

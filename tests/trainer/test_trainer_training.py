@@ -92,3 +92,51 @@ def test_chief_started_before_its_servers_waits_for_them(tmp_path: Path) -> None
         cluster.start_servers()
         assert cluster.wait() == 0, cluster.tail()
     assert checkpoint_steps(settings.paths.checkpoints) == [50]
+
+
+@pytest.mark.parametrize("k", [1, 7], ids=["one-step-per-closure", "7-steps-per-closure"])
+def test_checkpoint_boundaries_and_target_are_exact_whatever_the_steps_per_closure(tmp_path: Path, k: int) -> None:
+    """Neither the target (230) nor the checkpoint interval (75) is a multiple of 7: shorter
+    closures before each boundary keep every checkpoint and the final step exact."""
+    settings = make_settings(
+        tmp_path / "job", steps=230, steps_per_closure=k, checkpoint=CheckpointSettings(every_steps=75, keep=10)
+    )
+    with LocalCluster(tmp_path / "procs", settings) as cluster:
+        cluster.start_all()
+        assert cluster.wait() == 0, cluster.tail()
+    ckpt_dir = settings.paths.checkpoints
+    assert checkpoint_steps(ckpt_dir) == [75, 150, 225, 230]
+    for step in (75, 150, 225, 230):
+        assert stored_step(f"{ckpt_dir}/ckpt-{step}") == step
+    assert "completed step 230/230" in cluster.termination_log("chief", 0).read_text()
+    losses = scalar_events(Path(settings.paths.tensorboard) / "chief", "loss")
+    assert max(losses) == 230 and losses[230] < losses[min(losses)] / 5
+
+
+def test_a_learning_rate_schedule_sees_the_global_step_at_the_end_of_training(tmp_path: Path) -> None:
+    """Keras 3 Adam under a schedule that records the step it is given (the optimizer's counter, which
+    under PS training loses increments when workers race): at the last update it is within one closure
+    (20 steps) of the target, and the counter needed no correction at any checkpoint."""
+    import os
+
+    from trainer_cluster import checkpoint_tensors
+
+    models = Path(__file__).parent / "models"
+    steps = 1200
+    settings = make_settings(
+        tmp_path / "job",
+        steps=steps,
+        steps_per_closure=20,
+        model_module="step_probe_model",
+        checkpoint=CheckpointSettings(every_steps=500),
+    )
+    env = {"PYTHONPATH": f"{models}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    with LocalCluster(tmp_path / "procs", settings, extra_env=env) as cluster:
+        cluster.start_all()
+        assert cluster.wait() == 0, cluster.tail()
+        log = cluster.log("chief", 0).read_text()
+    tensors = checkpoint_tensors(f"{settings.paths.checkpoints}/ckpt-{steps}")
+    (seen,) = [int(v) for k, v in tensors.items() if k.endswith("/seen/.ATTRIBUTES/VARIABLE_VALUE")]
+    assert steps - 20 <= seen < steps, seen
+    assert int(tensors["optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"]) == steps
+    assert "optimizer step" not in log, log[-2000:]

@@ -13,7 +13,7 @@ from tfps_operator.manifests.pods import BuildError, desired_pods, trainer_pod
 from tfps_operator.manifests.pvc import storage_claim
 from tfps_operator.manifests.service import headless_service
 from tfps_operator.settings import BuildConfig
-from tfps_trainer.config import DEFAULT_PROGRESS_PORT, JobSettings
+from tfps_trainer.config import DEFAULT_PROGRESS_PORT, DEFAULT_STEPS_PER_CLOSURE, JobSettings
 
 OWNER = {
     "apiVersion": "tfps.dev/v1alpha1",
@@ -110,6 +110,13 @@ def test_trainer_settings_in_env_carry_the_job_root_and_progress_port():
     assert settings.paths.root == "/tfps/team-a/mnist"
     assert settings.progress_port == 9999
     assert {"name": "progress", "containerPort": 9999, "protocol": "TCP"} in pod["spec"]["containers"][0]["ports"]
+
+
+def test_steps_per_closure_reaches_the_trainer_settings_with_its_default_when_unset():
+    default = JobSettings.from_env(env(trainer_pod(make_job(), "chief", 0, CFG)))
+    assert default.steps_per_closure == DEFAULT_STEPS_PER_CLOSURE
+    job = make_job(training={"steps": 100, "stepsPerClosure": 7})
+    assert JobSettings.from_env(env(trainer_pod(job, "chief", 0, CFG))).steps_per_closure == 7
 
 
 def test_pods_are_hardened_for_podsecurity_restricted():

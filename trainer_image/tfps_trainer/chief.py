@@ -1,9 +1,10 @@
 """The chief: ParameterServerStrategy + ClusterCoordinator training loop with checkpoints.
 
 Keras 3 ``model.fit`` refuses ParameterServerStrategy datasets, so this is a custom loop: the chief
-schedules ``train_step`` closures on the workers as fast as the coordinator's queue takes them;
-a reader thread fetches a sample of their losses for progress. Before a checkpoint it joins (so
-the saved state is exactly ``step`` updates and every loss up to it was checked).
+schedules training closures (``steps_per_closure`` steps each, :mod:`.closures`) on the workers as
+fast as the coordinator's queue takes them; a reader thread fetches a sample of their losses for
+progress. Before a checkpoint it joins (so the saved state is exactly ``step`` updates and every loss
+up to it was checked).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from . import checkpoints, modelio, sharding, tensorboard_scalars
+from . import checkpoints, modelio, optimizer_step, sharding, tensorboard_scalars
+from .closures import NUMERICS_TAG, TrainClosures, closure_size
 from .cluster import read_tf_config, wait_for_addresses
 from .config import JobSettings
 from .contract import ModelContract
@@ -30,11 +32,12 @@ from .termination import format_success
 IN_FLIGHT_PER_WORKER = 32
 """Steps scheduled ahead of the workers, per worker: enough to keep each busy, few enough that a stop
 (SIGTERM) finishes them in moments. The coordinator's own queue holds 262,144 closures."""
+MIN_CLOSURES_PER_WORKER = 4
+"""Closures scheduled ahead per worker at least, however many steps each runs."""
 IN_FLIGHT_CHECK_EVERY = 8
-"""Every how many scheduled steps the chief waits for the oldest step beyond the window."""
+"""Every how many scheduled steps the chief waits for the oldest closure beyond the window."""
 SAMPLE_SECONDS = 0.5
-"""How often a scheduled step's loss is sampled (fetched off the main thread) for progress."""
-NUMERICS_TAG = "tfps: non-finite training loss"
+"""How often a scheduled closure's loss is sampled (fetched off the main thread) for progress."""
 _NUMERICS_OP = re.compile(r'Detected Infinity or NaN in output \d+ of (?:graph )?op "[^"]+"')
 _PS_TASK = re.compile(r"/job:ps/replica:\d+/task:(\d+)")
 
@@ -65,11 +68,14 @@ class Trainer:
         self.strategy = tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
         workers = len(resolver.cluster_spec().as_dict().get("worker", [])) or 1
-        self.in_flight = IN_FLIGHT_PER_WORKER * workers
+        k = settings.steps_per_closure
+        self.closures_ahead = workers * max(MIN_CLOSURES_PER_WORKER, -(-IN_FLIGHT_PER_WORKER // k))
+        self.check_every = max(1, IN_FLIGHT_CHECK_EVERY // k)
         with self.strategy.scope():
             self.model = modelio.build(contract, args)
             self.train_vars = sharding.optimizer_variables(self.model.trainable_variables)
             self.optimizer = modelio.make_optimizer(contract, args, self.train_vars)
+            self.optimizer_step = optimizer_step.count_atomically(self.optimizer)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         if sharding.make_checkpointable(self.model.weights):
             print(f"tfps-trainer chief: partitioned: {sharding.describe(self.model.weights)}", flush=True)
@@ -79,12 +85,22 @@ class Trainer:
             settings.checkpoint.keep,
         )
         self.last_checkpoint: checkpoints.CheckpointInfo | None = None
+        self.optimizer_step_before_sync: int | None = None
+        """The optimizer's step counter at the last checkpoint, before it was set to the global step."""
         self.writer = tf.summary.create_file_writer(os.path.join(settings.paths.tensorboard, "chief"))
-        self._train_step = self._make_train_step()
+        self.closures = TrainClosures(
+            self.strategy,
+            self.model,
+            self.optimizer,
+            self.train_vars,
+            contract.loss,
+            steps_per_closure=k,
+            check_numerics=settings.check_numerics,
+        )
         batch_size = settings.batch_size
 
         def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
-            return contract.dataset(input_context, batch_size, args)
+            return prefetched(contract.dataset(input_context, batch_size, args))
 
         try:
             distributed = self.strategy.distribute_datasets_from_function(dataset_fn)
@@ -95,31 +111,6 @@ class Trainer:
             raise ContractFailure(
                 f"model module {contract.module_name!r}: dataset() failed: {type(exc).__name__}: {exc}"
             ) from exc
-
-    def _make_train_step(self) -> Any:
-        model, optimizer, strategy = self.model, self.optimizer, self.strategy
-        train_vars = self.train_vars
-        loss_fn = self.contract.loss
-        check = self.settings.check_numerics
-
-        def replica_fn(batch: Any) -> tf.Tensor:
-            features, labels = batch
-            with tf.GradientTape() as tape:
-                predictions = model(features, training=True)
-                loss = tf.reduce_mean(loss_fn(labels, predictions))
-                if model.losses:
-                    loss += tf.add_n(model.losses)
-                if check:
-                    loss = tf.debugging.check_numerics(loss, NUMERICS_TAG)
-            grads = tape.gradient(loss, train_vars)
-            optimizer.apply_gradients(zip(grads, train_vars))
-            return loss
-
-        @tf.function
-        def train_step(iterator: Any) -> tf.Tensor:
-            return strategy.run(replica_fn, args=(next(iterator),))
-
-        return train_step
 
     # ---- the loop -------------------------------------------------------------------------
 
@@ -132,6 +123,7 @@ class Trainer:
                 f"{self.contract.module_name!r} (changed model code or args?): {_first_line(exc)[:300]}"
             ) from None
         start = int(self.step.numpy())
+        self._sync_optimizer_step(start)
         if path:
             self._check_restored_shapes(path)
             self.last_checkpoint = checkpoints.info_for(path)
@@ -165,15 +157,18 @@ class Trainer:
     def run(self) -> int:
         """Train to ``settings.steps``; return the final step. Raises :class:`TrainerError`.
 
-        The main thread only schedules closures, like a bare coordinator loop: it blocks when it is
-        :data:`IN_FLIGHT_PER_WORKER` steps per worker ahead (waiting on the oldest of those), which
-        leaves the GIL to the coordinator's worker threads. A :class:`_ProgressReader` thread fetches a
+        The main thread only schedules closures of ``steps_per_closure`` steps (shorter ones so that
+        every checkpoint boundary and the target are hit exactly), like a bare coordinator loop: it
+        blocks when it is :data:`IN_FLIGHT_PER_WORKER` steps (at least :data:`MIN_CLOSURES_PER_WORKER`
+        closures) per worker ahead, waiting on the oldest of those, which leaves the GIL to the
+        coordinator's worker threads. A :class:`_ProgressReader` thread fetches a
         sample of results for progress and TensorBoard. On SIGTERM (``self.stop``) it schedules no
         more, waits for the scheduled steps, saves them and raises :class:`PreemptedError`.
 
         The global step counts scheduled training steps that completed. The coordinator runs each
-        scheduled closure at least once (a closure whose worker died is re-run elsewhere) and
-        reports it once, so the step is counted here on the chief, not incremented on the PS.
+        scheduled closure at least once (a closure whose worker died is re-run elsewhere, so up to
+        ``steps_per_closure`` updates may be applied twice) and reports it once, so the step is counted
+        here on the chief, not incremented on the PS.
         """
         target = self.settings.steps
         assert target is not None  # __main__ runs a model module only with a target step
@@ -184,6 +179,7 @@ class Trainer:
             reader.start()
             policy = checkpoints.Policy.from_settings(self.settings.checkpoint, done)
             scheduled = done
+            count = 0  # closures scheduled
             rv = None
             window: collections.deque[Any] = collections.deque()
             while scheduled < target and not self.stop.is_set():
@@ -191,11 +187,13 @@ class Trainer:
                 end = target if boundary is None else min(target, boundary)
                 next_sample = time.monotonic() + SAMPLE_SECONDS
                 while scheduled < end and not self.stop.is_set():
-                    rv = self.coordinator.schedule(self._train_step, args=(self.iterator,))
-                    scheduled += 1
-                    if scheduled % IN_FLIGHT_CHECK_EVERY == 0:
+                    n = closure_size(scheduled, end, self.settings.steps_per_closure)
+                    rv = self.closures.schedule(self.coordinator, self.iterator, n)
+                    scheduled += n
+                    count += 1
+                    if count % self.check_every == 0:
                         window.append(rv)
-                        if len(window) * IN_FLIGHT_CHECK_EVERY > self.in_flight:
+                        if len(window) * self.check_every > self.closures_ahead:
                             _wait_for(window.popleft())  # bound the steps scheduled ahead of the workers
                     now = time.monotonic()
                     if now >= next_sample:
@@ -224,7 +222,15 @@ class Trainer:
         if rv is not None:
             reader.report_now(scheduled, float(rv.fetch()))
         self.step.assign(scheduled)
+        self._sync_optimizer_step(scheduled)
         self._save(scheduled)
+
+    def _sync_optimizer_step(self, step: int) -> None:
+        """Set the optimizer's step counter to the global step (they differ after a closure was re-run)."""
+        before = optimizer_step.sync(self.optimizer_step, step)
+        self.optimizer_step_before_sync = before
+        if before is not None and before != step:
+            print(f"tfps-trainer chief: optimizer step {before} set to the global step {step}", flush=True)
 
     def _preempted(self, scheduled: int, resumed_at: int) -> PreemptedError:
         if self.last_checkpoint is not None and self.last_checkpoint.step == scheduled:
@@ -349,13 +355,21 @@ _CLUSTER_ERRORS = (
 
 
 def _wait_for(remote_value: Any) -> None:
-    """Wait until a scheduled step has run. Its failure is not raised here: the coordinator raises what
+    """Wait until a scheduled closure has run. Its failure is not raised here: the coordinator raises what
     matters (a lost PS) at the next schedule or join, and the result of a step that ran on a worker that
     died since cannot be fetched at all (the coordinator counts it done)."""
     try:
         remote_value.fetch()
     except Exception:
         pass
+
+
+def prefetched(dataset: Any) -> Any:
+    """``dataset`` ending in a ``prefetch(AUTOTUNE)``, so a worker's next batch is ready when its step
+    asks (a dataset that already ends in a prefetch is left as it is)."""
+    if not isinstance(dataset, tf.data.Dataset) or type(dataset).__name__.lstrip("_") == "PrefetchDataset":
+        return dataset
+    return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def _storage_problem(directory: str) -> str:

@@ -26,6 +26,10 @@ DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 DEFAULT_PROGRESS_PORT = 8470
 """Port of the chief's (and evaluator's) progress endpoint: GET /status (JSON), GET /metrics."""
 
+DEFAULT_STEPS_PER_CLOSURE = 20
+"""Training steps per scheduled closure (trainer_image/README.md, "Steps per closure", says why 20)."""
+MAX_STEPS_PER_CLOSURE = 1000
+
 ExportFormat = Literal["savedmodel", "tflite", "onnx", "keras", "weights"]
 Quantization = Literal["none", "dynamic", "float16", "int8"]
 OutputKind = Literal["classification", "regression"]
@@ -117,6 +121,8 @@ class JobSettings(_Frozen):
     steps: int | None = Field(default=None, ge=1)
     """Target step; None only in script mode (the program decides)."""
     batch_size: int = Field(ge=1)
+    steps_per_closure: int = Field(default=DEFAULT_STEPS_PER_CLOSURE, ge=1, le=MAX_STEPS_PER_CLOSURE)
+    """Training steps each closure the chief schedules runs on a worker, in one ``tf.function``."""
     checkpoint: CheckpointSettings = CheckpointSettings()
     check_numerics: bool = False
     partitioner: PartitionerSettings | None = None

@@ -19,7 +19,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
 
-from tfps_trainer.config import DEFAULT_PROGRESS_PORT
+from tfps_trainer.config import DEFAULT_PROGRESS_PORT, DEFAULT_STEPS_PER_CLOSURE, MAX_STEPS_PER_CLOSURE
 
 GROUP = "tfps.dev"
 VERSION = "v1alpha1"
@@ -638,6 +638,16 @@ class TrainingSpec(_Model):
         ),
     )
     batch_size: int = Field(default=32, ge=1, le=1048576, description="Per-worker batch size.")
+    steps_per_closure: int = Field(
+        default=DEFAULT_STEPS_PER_CLOSURE,
+        ge=1,
+        le=MAX_STEPS_PER_CLOSURE,
+        description=(
+            "Training steps a worker runs per closure the chief schedules (one tf.function call); 1 schedules "
+            "every step alone. The step count and checkpoints stay exact; after a worker failure the closure "
+            "is re-run, so up to this many steps may be applied twice."
+        ),
+    )
     checkpoint: CheckpointPolicy = Field(
         default_factory=lambda: CheckpointPolicy(every_steps=100),
         description="Checkpoint policy; default every 100 steps, keep 3.",

@@ -55,6 +55,7 @@ def job_settings(job: PSTrainingJob, mount_path: str | None = None, code_dir: st
         code_dir=code_dir or (CODE_DIR if spec.model.source else None),
         steps=t.steps,
         batch_size=t.batch_size,
+        steps_per_closure=t.steps_per_closure,
         checkpoint=CheckpointSettings(
             every_steps=t.checkpoint.every_steps,
             every_seconds=t.checkpoint.every_seconds,

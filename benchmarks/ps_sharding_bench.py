@@ -1,0 +1,125 @@
+"""PS sharding, measured: the wide-and-deep model with a large embedding, tables partitioned over 1, 2, 4 PS.
+
+Usage: ``hack/netns-run .venv/bin/python benchmarks/ps_sharding_bench.py [--vocab V] [--ps 1,2,4] [--quick]``
+
+For each PS count N, a real cluster on 127.0.0.1 (N PS + 2 workers) trains
+``tfps_trainer.examples.wide_deep`` with ``variablePartitioner`` ``maxShards: N`` (each table and its
+Adagrad accumulator split in N shards, one per PS) with the real chief (``trainer_bench.chief_tfps``
+at the default steps per closure): steps/s, steps per CPU-second of all processes, the resident memory
+of each PS at the end of the timed window (and before any chief connected: the TF runtime alone), and
+the time of one checkpoint save. Writes
+benchmarks/results/ps_sharding.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import trainer_bench as tb
+
+
+def _idle_rss(cluster, n_ps: int) -> list[int]:
+    """Resident memory of each PS once its server listens, before any chief connects (the TF runtime)."""
+    from tfps_trainer.cluster import wait_for_addresses
+
+    addresses = [cluster.address("ps", i) for i in range(n_ps)]
+    assert not wait_for_addresses(addresses, 120), "PS did not start"
+    time.sleep(2)
+    return [tb._rss_bytes(str(cluster.procs[("ps", i)].pid)) for i in range(n_ps)]
+
+
+def measure(n_ps: int, vocab: int, steps: int, repeats: int, tmp: Path) -> dict:
+    from trainer_cluster import LocalCluster
+
+    from tfps_trainer.config import DEFAULT_STEPS_PER_CLOSURE, PartitionerSettings, Paths
+
+    settings = tb._settings(
+        tmp / f"ps{n_ps}-job",
+        steps=tb.WARMUP + steps,
+        batch_size=tb.BATCH,
+        model_module="tfps_trainer.examples.wide_deep",
+        model_args={"vocab_size": vocab},
+        partitioner=PartitionerSettings(max_shards=n_ps),
+    )
+    runs = []
+    with LocalCluster(tmp / f"ps{n_ps}-procs", settings, ps=n_ps, workers=2) as cluster:
+        cluster.start_servers()
+        pids = ",".join(str(p.pid) for p in cluster.procs.values())
+        ps_pids = ",".join(str(cluster.procs[("ps", i)].pid) for i in range(n_ps))
+        idle_rss = _idle_rss(cluster, n_ps)
+        for rep in range(repeats):
+            cluster.settings = settings.model_copy(update={"paths": Paths(root=str(tmp / f"ps{n_ps}-{rep}"))})
+            env = {**cluster.env("chief", 0), tb.PIDS_ENV: pids, tb.PS_PIDS_ENV: ps_pids}
+            load = os.getloadavg()[0]
+            r = tb._run(env, f"chief_tfps({steps}, {DEFAULT_STEPS_PER_CLOSURE})")
+            r["load_average"] = load
+            runs.append(r)
+            print(
+                f"  {n_ps} PS, repeat {rep}: {r['steps'] / r['seconds']:7.1f} steps/s, "
+                f"{r['steps'] / r['cpu_seconds']:6.1f} steps/CPU-s, PS RSS MB "
+                f"{[round(b / 2**20) for b in r['ps_rss_bytes']]} (load {load:.1f})",
+                flush=True,
+            )
+        ckpt = tb._run(cluster.env("chief", 0), "chief_checkpoint([])")
+    return {
+        "ps": n_ps,
+        "runs": runs,
+        "idle_ps_rss_bytes": idle_rss,
+        "steps_per_second": statistics.median(r["steps"] / r["seconds"] for r in runs),
+        "steps_per_cpu_second": statistics.median(r["steps"] / r["cpu_seconds"] for r in runs),
+        "max_ps_rss_bytes": max(max(r["ps_rss_bytes"]) for r in runs),
+        "checkpoint_save_seconds": statistics.median(ckpt["save_seconds"]),
+        "checkpoint_bytes": ckpt["bytes"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vocab", type=int, default=2_000_000)
+    parser.add_argument("--ps", default="1,2,4")
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", default=str(tb.ROOT / "benchmarks" / "results" / "ps_sharding.json"))
+    a = parser.parse_args()
+    if a.quick:
+        a.vocab, a.steps, a.repeats = 100_000, 200, 1
+    params = a.vocab * 17 + (24 * 32 + 32 + 32 + 1)  # the two tables (16 + 1 wide) and the MLP
+    results: dict = {
+        "host": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "model": {"module": "tfps_trainer.examples.wide_deep", "vocab_size": a.vocab, "params": params},
+        "workers": 2,
+        "batch_size": tb.BATCH,
+        "steps_timed": a.steps,
+        "load_average_start": os.getloadavg(),
+        "by_ps": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="tfps-ps-bench-") as tmp:
+        for n in [int(x) for x in a.ps.split(",")]:
+            results["by_ps"].append(measure(n, a.vocab, a.steps, a.repeats, Path(tmp)))
+    results["load_average"] = os.getloadavg()
+    print(f"\nwide-deep, vocab {a.vocab:,} ({params * 4 / 1e6:.0f} MB of float32 parameters + as much Adagrad state)")
+    print(f"{'PS':>3}{'steps/s':>10}{'steps/CPU-s':>13}{'max PS RSS MB':>15}{'idle PS RSS MB':>16}{'ckpt save s':>13}")
+    for r in results["by_ps"]:
+        print(
+            f"{r['ps']:>3}{r['steps_per_second']:>10.1f}{r['steps_per_cpu_second']:>13.1f}"
+            f"{r['max_ps_rss_bytes'] / 2**20:>15.0f}{max(r['idle_ps_rss_bytes']) / 2**20:>16.0f}"
+            f"{r['checkpoint_save_seconds']:>13.3f}"
+        )
+    print(f"load average {results['load_average_start'][0]:.1f} at start, {results['load_average'][0]:.1f} at end")
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
