@@ -150,7 +150,7 @@ def test_plan_applies_overrides(tmp_path):
 def test_plan_carries_steps_per_closure_to_the_trainer(tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text(VALID + "    stepsPerClosure: 5\n")
-    assert local_cli.plan_from_args(_args(job, tmp_path / "w")).settings.steps_per_closure == 5
+    assert local_cli.local_job_from_args(_args(job, tmp_path / "w")).settings.steps_per_closure == 5
     job.write_text(VALID + "    stepsPerClosure: 0\n")
     with pytest.raises(local_cli.InvalidInput, match="spec.training.stepsPerClosure"):
-        local_cli.plan_from_args(_args(job, tmp_path / "w"))
+        local_cli.local_job_from_args(_args(job, tmp_path / "w"))
