@@ -57,3 +57,31 @@ def test_worker_datasets_end_in_one_prefetch() -> None:
     already = plain.prefetch(2)
     assert prefetched(already) is already
     assert [b.tolist() for b in prefetched(plain).take(2).as_numpy_iterator()] == [[0, 1], [2, 3]]
+
+
+def test_waiting_for_a_closure_does_not_copy_its_result_to_the_chief() -> None:
+    """The chief bounds the closures in flight by waiting on the oldest; the coordinator's value must still
+    carry the event it waits on (a TensorFlow upgrade without it would fall back to a remote copy)."""
+    import threading
+
+    from tensorflow.python.distribute.coordinator.values import RemoteValueImpl
+
+    from tfps_trainer.chief import _wait_for
+
+    class Recorded(RemoteValueImpl):
+        fetches = 0
+
+        def fetch(self):  # type: ignore[no-untyped-def]
+            self.fetches += 1
+            return super().fetch()
+
+    value = Recorded(closure=None, type_spec=None)
+    timer = threading.Timer(0.2, value._set_values, args=([1.0],))
+    timer.start()
+    _wait_for(value)
+    assert value._status_available_event.is_set() and value.fetches == 0
+    timer.join()
+
+    aborted = RemoteValueImpl(closure=None, type_spec=None)
+    aborted._set_aborted(RuntimeError("worker lost"))
+    _wait_for(aborted)  # returns: the coordinator raises what matters at the next schedule or join

@@ -357,7 +357,16 @@ _CLUSTER_ERRORS = (
 def _wait_for(remote_value: Any) -> None:
     """Wait until a scheduled closure has run. Its failure is not raised here: the coordinator raises what
     matters (a lost PS) at the next schedule or join, and the result of a step that ran on a worker that
-    died since cannot be fetched at all (the coordinator counts it done)."""
+    died since cannot be fetched at all (the coordinator counts it done).
+
+    The coordinator's RemoteValue sets an event when its closure has finished (or was aborted); waiting on
+    it costs nothing, while ``fetch()`` copies the result from the worker to the chief, a remote call per
+    wait. ``fetch()`` stays the fallback should TensorFlow's value lose that event.
+    """
+    finished = getattr(remote_value, "_status_available_event", None)
+    if isinstance(finished, threading.Event):
+        finished.wait()
+        return
     try:
         remote_value.fetch()
     except Exception:
