@@ -46,7 +46,7 @@ CLUSTER_BUILD_LOG := $(or $(TFPS_CLUSTER_DIR),.cluster)/build-in-background.log
 test:
 	rc=0; \
 	mkdir -p $(dir $(CLUSTER_BUILD_LOG)); \
-	nice -n 19 hack/cluster build >$(CLUSTER_BUILD_LOG) 2>&1 & build=$$!; \
+	nice -n 10 hack/cluster build >$(CLUSTER_BUILD_LOG) 2>&1 & build=$$!; \
 	t0=$$SECONDS; \
 	$(MAKE) --no-print-directory venv || exit $$?; \
 	$(MAKE) --no-print-directory lint || rc=$$?; \
