@@ -39,7 +39,7 @@ lint: venv
 # Everything: lint, then two test runs: the TensorFlow tier (real PS/worker/chief processes) inside a
 # loopback-only network namespace, then the unit and cluster tiers against hack/cluster. The control
 # plane's binaries build (once per version, into ~/.cache/tfps) in the background from the start, at
-# the lowest CPU priority: on a cold machine that build overlaps the venv's downloads and the TF tier,
+# a lower CPU priority than the tests (nice 10): on a cold machine that build overlaps the venv's downloads and the TF tier,
 # which leaves a core idle much of the time. All three always run (a lint finding does not hide a test
 # failure); the target fails if any fails.
 CLUSTER_BUILD_LOG := $(or $(TFPS_CLUSTER_DIR),.cluster)/build-in-background.log
