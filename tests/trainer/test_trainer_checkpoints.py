@@ -40,3 +40,29 @@ def test_restore_skips_a_deleted_newest_checkpoint(tmp_path: Path) -> None:
         f.unlink()
     empty = Checkpointer(tf.train.Checkpoint(step=tf.Variable(0, dtype=tf.int64)), str(tmp_path), keep=5)
     assert empty.restore_latest() is None
+
+
+def test_a_failure_names_the_newest_complete_checkpoint_on_disk(tmp_path: Path) -> None:
+    """A PS lost while a save finishes: the save's files are complete but the run never recorded it. The
+    failure names what a restart resumes from, the newest complete checkpoint on disk."""
+    from types import SimpleNamespace
+
+    import tensorflow as tf
+
+    from tfps_trainer.checkpoints import Checkpointer
+    from tfps_trainer.chief import Trainer
+
+    step = tf.Variable(0, dtype=tf.int64)
+    saver = Checkpointer(tf.train.Checkpoint(step=step), str(tmp_path), keep=5)
+    recorded = saver.save(200)
+    step.assign(300)
+    saver.save(300)  # written, never recorded by the run
+    trainer = SimpleNamespace(last_checkpoint=recorded, checkpointer=saver)
+    assert Trainer._resume_hint(trainer) == f"latest checkpoint is step 300 ({tmp_path}/ckpt-300)"  # type: ignore[arg-type]
+
+    (tmp_path / "ckpt-300.index").unlink()  # incomplete: no index
+    assert Trainer._resume_hint(trainer) == f"latest checkpoint is step 200 ({recorded.path})"  # type: ignore[arg-type]
+    none = SimpleNamespace(
+        last_checkpoint=None, checkpointer=Checkpointer(tf.train.Checkpoint(), str(tmp_path / "e"), 1)
+    )
+    assert Trainer._resume_hint(none) == "no checkpoint was written yet"  # type: ignore[arg-type]

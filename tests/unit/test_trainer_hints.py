@@ -3,10 +3,13 @@ are rate-limited in what the log keeps (TF-free: tfps_trainer.hints and tfps_tra
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+import time
 
+from tfps_trainer import exitcodes
 from tfps_trainer.hints import Scanner, find
 from tfps_trainer.logfilter import RateLimiter, shape
 
@@ -86,3 +89,30 @@ def test_a_flood_that_never_ends_becomes_fatal_once():
     fatal = [scanner.feed(UNKNOWN_DEVICE.format(n=n)) for n in range(500)]
     assert [i for i, h in enumerate(fatal) if h is not None] == [199]
     assert scanner.fatal[0].name == "OutsideScope" and "unknown device" in scanner.fatal[1]
+
+
+def test_a_hopeless_run_whose_main_thread_ignores_the_interrupt_still_ends_with_its_hint(tmp_path):
+    """The flood interrupts the main thread; one that never sees the interrupt (blocked where a signal does
+    not reach Python, simulated by ignoring SIGINT) does not keep the process alive: after the grace period
+    the failure is reported (termination log, last stderr line) and the process exits as the model's fault."""
+    termination = tmp_path / "termination-log"
+    script = textwrap.dedent(f"""
+        import os, signal, time
+        from tfps_trainer import __main__ as entry
+        from tfps_trainer.logfilter import StderrFilter
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        out = StderrFilter(on_fatal=lambda: entry.stop_hopeless_run("chief/0", out, grace=1.0))
+        line = {UNKNOWN_DEVICE!r}
+        for n in range(300):
+            os.write(2, line.format(n=n).encode())
+        time.sleep(60)
+    """)
+    env = {**os.environ, "TFPS_TERMINATION_LOG": str(termination)}
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50, env=env)
+    assert time.monotonic() - started < 45  # the sleep would have taken 60
+    assert proc.returncode == exitcodes.CONTRACT, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("tfps-trainer chief/0: training cannot proceed:") and "unknown device" in last, last
+    assert "hint: a resource used by the training step" in last and last.count("hint:") == 1, last
+    assert termination.read_text().strip().splitlines()[-1] == last

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 
 from . import exitcodes, logfilter
 from .cluster import read_tf_config
@@ -22,6 +23,39 @@ from .termination import one_line, termination_line, write_termination_log
 def _quiet_tensorflow() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")  # PSS: fail fast on a dead task (TF guidance)
+
+
+FATAL_GRACE_SECONDS = 60.0
+"""How long the main thread has to end the run after a hopeless flood interrupted it, before the
+filter's thread reports the failure and ends the process itself."""
+_REPORTING = threading.Lock()
+"""Held by whichever thread reports the run's end: the main thread, or the fallback below."""
+
+
+def hopeless_failure(output: logfilter.StderrFilter) -> ContractFailure:
+    """The failure a run that cannot proceed ends with: the flood's first line (its hint is added when
+    the failure is reported)."""
+    fatal = output.scanner.fatal
+    return ContractFailure(f"training cannot proceed: {fatal[1][:400] if fatal else 'a flood of errors'}")
+
+
+def stop_hopeless_run(role: str, output: logfilter.StderrFilter, grace: float = FATAL_GRACE_SECONDS) -> None:
+    """Interrupt the main thread (it reports the failure); should it not end the run within ``grace``
+    seconds (blocked where a signal does not reach Python), report the failure here and exit."""
+    os.kill(os.getpid(), signal.SIGINT)
+
+    def fallback() -> None:
+        if not _REPORTING.acquire(blocking=False):
+            return  # the main thread is reporting
+        output.close()
+        failure = hopeless_failure(output)
+        if hint := output.hint(failure.reason):
+            failure.reason = one_line(f"{failure.reason}; {hint}", 1600)
+        os._exit(report_failure(role, failure))
+
+    timer = threading.Timer(grace, fallback)
+    timer.daemon = True
+    timer.start()
 
 
 def main() -> int:
@@ -53,7 +87,7 @@ def main() -> int:
 
         # TensorFlow's floods are rate-limited and scanned for known failures; one that never ends (a resource
         # outside strategy.scope()) interrupts the main thread, which then fails as the model's fault.
-        output = logfilter.StderrFilter(on_fatal=lambda: os.kill(os.getpid(), signal.SIGINT))
+        output = stderr_filter = logfilter.StderrFilter(on_fatal=lambda: stop_hopeless_run(role, stderr_filter))
         from . import contract as contract_mod
         from . import progress as progress_mod
 
@@ -79,15 +113,15 @@ def main() -> int:
     except TrainerError as exc:
         failure = exc
     except KeyboardInterrupt:
-        fatal = output.scanner.fatal if output is not None else None
-        if fatal is not None:
-            failure = ContractFailure(f"training cannot proceed: {fatal[1][:400]}")
+        if output is not None and output.scanner.fatal is not None:
+            failure = hopeless_failure(output)
         else:
             failure = TrainerError("interrupted", exitcodes.INTERRUPTED)
     except Exception as exc:
         failure = TrainerError(f"internal error: {type(exc).__name__}: {exc}")
         failure.__cause__ = exc  # its traceback goes to the log and the termination message
     finally:
+        _REPORTING.acquire()  # blocks for good if the fallback of stop_hopeless_run is ending the process
         if output is not None:
             output.close()
             hint = output.hint(failure.reason) if failure is not None else ""

@@ -272,9 +272,19 @@ class Trainer:
         print(f"tfps-trainer chief: checkpoint step {step} -> {self.last_checkpoint.path}", flush=True)
 
     def _resume_hint(self) -> str:
-        if self.last_checkpoint is None:
+        """The checkpoint a restart resumes from: the newest complete one on disk, which is newer than the
+        last save this run recorded when a failure (a PS lost) interrupted a save after its files were
+        complete."""
+        newest = self.last_checkpoint
+        try:
+            on_disk = self.checkpointer.candidates()
+        except OSError:
+            on_disk = []
+        if on_disk and (newest is None or checkpoints.step_of(on_disk[0]) > newest.step):
+            newest = checkpoints.info_for(on_disk[0])
+        if newest is None:
             return "no checkpoint was written yet"
-        return f"latest checkpoint is step {self.last_checkpoint.step} ({self.last_checkpoint.path})"
+        return f"latest checkpoint is step {newest.step} ({newest.path})"
 
     def _numerics_error(self, exc: Exception) -> NumericsError:
         where = _NUMERICS_OP.search(str(exc))
