@@ -363,7 +363,9 @@ INVALID: list[Case] = [
     case(
         "init-container-unmasked-proc-mount",
         f"{WT}.initContainers[0].securityContext.procMount",
-        _set(f"{WT}.initContainers", [{"name": "init", "image": "busybox", "securityContext": {"procMount": "Unmasked"}}]),
+        _set(
+            f"{WT}.initContainers", [{"name": "init", "image": "busybox", "securityContext": {"procMount": "Unmasked"}}]
+        ),
     ),
     case(
         "init-container-host-process",
@@ -378,7 +380,13 @@ INVALID: list[Case] = [
         f"{WT}.initContainers[0].ports[1].hostPort",
         _set(
             f"{WT}.initContainers",
-            [{"name": "init", "image": "busybox", "ports": [{"containerPort": 80}, {"containerPort": 81, "hostPort": 81}]}],
+            [
+                {
+                    "name": "init",
+                    "image": "busybox",
+                    "ports": [{"containerPort": 80}, {"containerPort": 81, "hostPort": 81}],
+                }
+            ],
         ),
         why="a host port binds the node's network",
     ),

@@ -353,8 +353,7 @@ def _security_context_schema(description: str, *, container: bool) -> dict[str, 
         rules.append(
             cel(
                 "!has(self.procMount) || self.procMount == 'Default'",
-                "only Default is allowed: an unmasked /proc exposes the node's kernel settings (Pod Security "
-                "baseline)",
+                "only Default is allowed: an unmasked /proc exposes the node's kernel settings (Pod Security baseline)",
                 ".procMount",
             )
         )
@@ -450,7 +449,9 @@ class PodSpecOverride(_Model):
     pod_security_context: (
         Annotated[
             dict[str, Any],
-            WithJsonSchema(_security_context_schema("Pod securityContext (core/v1 PodSecurityContext).", container=False)),
+            WithJsonSchema(
+                _security_context_schema("Pod securityContext (core/v1 PodSecurityContext).", container=False)
+            ),
         ]
         | None
     ) = Field(default=None, description="Pod securityContext (core/v1 PodSecurityContext).")

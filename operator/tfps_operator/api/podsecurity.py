@@ -183,7 +183,11 @@ def _container_context(ctx: Mapping[str, Any], where: str) -> Iterator[Violation
         if cap not in BASELINE_CAPABILITIES:
             yield Violation(f"{where}.capabilities.add[{i}]", f"{cap!r} is beyond what Pod Security baseline allows")
     if ctx.get("procMount", "Default") != "Default":
-        yield Violation(f"{where}.procMount", "only Default is allowed: an unmasked /proc exposes the node's kernel settings", relaxable=False)
+        yield Violation(
+            f"{where}.procMount",
+            "only Default is allowed: an unmasked /proc exposes the node's kernel settings",
+            relaxable=False,
+        )
 
 
 def _init_container(init: Mapping[str, Any], where: str) -> Iterator[Violation]:

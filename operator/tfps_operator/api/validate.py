@@ -56,10 +56,7 @@ def validate_job(obj: dict[str, Any], old: dict[str, Any] | None = None, *, rule
 
 def pod_security_errors(job: PSTrainingJob, relaxed: bool = False) -> list[FieldError]:
     """What the operator refuses in the job's pod templates (nothing of it would be created)."""
-    return [
-        FieldError(v.path, v.detail)
-        for v in podsecurity.refusals(job.spec, relaxed)
-    ]
+    return [FieldError(v.path, v.detail) for v in podsecurity.refusals(job.spec, relaxed)]
 
 
 def validate_documents(text: str, *, relaxed: bool = False) -> Iterator[tuple[str | None, list[FieldError]]]:
