@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _operator_helpers import CFG, T0, make_job, observed, status
+from _operator_helpers import CFG, T0, all_pods, make_job, observed, status
 
 from tfps_operator.api import podsecurity
 from tfps_operator.api.validate import main as validate_main
@@ -227,6 +227,17 @@ def test_another_namespace_being_relaxed_does_not_relax_this_one() -> None:
     cfg = BuildConfig(default_image="tfps-trainer:test", relaxed_namespaces=frozenset({"team-b"}))
     plan = reconcile(job, status(), observed(job, existing=set()), T0, cfg)
     assert plan.creates() == [] and plan.status.reason == "InvalidSpec"
+
+
+def test_a_running_job_of_a_namespace_no_longer_relaxed_fails_and_its_running_pods_go() -> None:
+    """The setting is level: an operator restarted without the namespace in it fails the job on its next pass."""
+    job = _job(HOST_ROOT)
+    running = {"phase": "Running", "startTime": T0.isoformat()}
+    plan = reconcile(job, status(**running), observed(job, all_pods(job)), T0, CFG)
+    assert plan.status.phase == "Failed" and plan.status.reason == "InvalidSpec"
+    assert plan.creates() == []
+    deleted = [d.name for a in plan.actions for d in getattr(a, "pods", ())]
+    assert sorted(deleted) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0"]
 
 
 # --- tfps validate -------------------------------------------------------------------------------
