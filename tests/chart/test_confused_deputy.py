@@ -86,8 +86,9 @@ def _chart_env(k8s: Any, namespace: str, release: str) -> dict[str, str]:
 def test_a_user_who_may_not_create_pods_cannot_obtain_a_host_root_pod_through_a_job(
     helm, cluster, k8s, make_namespace, wait_until, tmp_path: Path
 ):
-    from kubernetes import client, config
+    from kubernetes import config
     from kubernetes.client.rest import ApiException
+
     from support.crd import install_crd
 
     install_crd(str(cluster.kubeconfig))
