@@ -70,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
 
     val = sub.add_parser("validate", help="validate PSTrainingJob files with the same rules as the API server")
     val.add_argument("files", nargs="+", help="YAML files (may hold several documents)")
+    val.add_argument(
+        "--relaxed",
+        action="store_true",
+        help="for a namespace the operator relaxes: report only the pod security rules no namespace relaxes",
+    )
 
     subm = sub.add_parser("submit", help="apply a PSTrainingJob to the cluster ($KUBECONFIG), its code from --code DIR")
     subm.add_argument("file", help="PSTrainingJob YAML")

@@ -45,6 +45,13 @@ class BuildConfig:
     stall_seconds: float | None = DEFAULT_STALL_SECONDS
     """Default bound of the stall rule (reconcile/stall.py) when a job sets no
     ``runPolicy.stallSeconds``; None or 0 = off. Read by the reconciler, not the builders."""
+    relaxed_namespaces: frozenset[str] = frozenset()
+    """Namespaces whose jobs may ask for pods beyond Pod Security baseline plus no root (hostPath,
+    privileged, root...; api/podsecurity.py); ``*`` = every namespace. Read by the reconciler."""
+
+    def relaxes(self, namespace: str) -> bool:
+        """Whether jobs of ``namespace`` escape the relaxable pod security rules."""
+        return "*" in self.relaxed_namespaces or namespace in self.relaxed_namespaces
 
 
 @dataclass(frozen=True)
@@ -176,6 +183,9 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
             operator_namespace_labels=ns_labels,
             operator_pod_labels=pod_labels,
             gang_scheduler_name=env.get("TFPS_GANG_SCHEDULER_NAME", "").strip() or None,
+            relaxed_namespaces=frozenset(
+                n.strip() for n in env.get("TFPS_RELAXED_NAMESPACES", "").split(",") if n.strip()
+            ),
             stall_seconds=(
                 None
                 if env.get("TFPS_STALL_SECONDS", "").strip() in ("0", "0.0")

@@ -343,6 +343,53 @@ INVALID: list[Case] = [
         why="the operator finds and counts its pods by these labels",
     ),
     case("service-account-name-pattern", f"{WT}.serviceAccountName", _set(f"{WT}.serviceAccountName", "Not_A_Name")),
+    # Pod Security baseline: the rules no namespace relaxes (api/podsecurity.py)
+    case(
+        "host-process-container",
+        f"{WT}.securityContext.windowsOptions.hostProcess",
+        _set(f"{WT}.securityContext", {"windowsOptions": {"hostProcess": True}}),
+        why="a Windows HostProcess container runs on the node",
+    ),
+    case(
+        "host-process-pod",
+        f"{WT}.podSecurityContext.windowsOptions.hostProcess",
+        _set(f"{WT}.podSecurityContext", {"runAsUser": 1000, "windowsOptions": {"hostProcess": True}}),
+    ),
+    case(
+        "unmasked-proc-mount",
+        f"{WT}.securityContext.procMount",
+        _set(f"{WT}.securityContext", {"procMount": "Unmasked"}),
+    ),
+    case(
+        "init-container-unmasked-proc-mount",
+        f"{WT}.initContainers[0].securityContext.procMount",
+        _set(
+            f"{WT}.initContainers", [{"name": "init", "image": "busybox", "securityContext": {"procMount": "Unmasked"}}]
+        ),
+    ),
+    case(
+        "init-container-host-process",
+        f"{WT}.initContainers[0].securityContext.windowsOptions.hostProcess",
+        _set(
+            f"{WT}.initContainers",
+            [{"name": "init", "image": "busybox", "securityContext": {"windowsOptions": {"hostProcess": True}}}],
+        ),
+    ),
+    case(
+        "init-container-host-port",
+        f"{WT}.initContainers[0].ports[1].hostPort",
+        _set(
+            f"{WT}.initContainers",
+            [
+                {
+                    "name": "init",
+                    "image": "busybox",
+                    "ports": [{"containerPort": 80}, {"containerPort": 81, "hostPort": 81}],
+                }
+            ],
+        ),
+        why="a host port binds the node's network",
+    ),
     case("replica-image-empty", f"{W}.image", _set(f"{W}.image", "")),
     # runPolicy.schedulingPolicy
     case(

@@ -115,6 +115,9 @@ def test_chart_sets_only_settings_the_operator_reads(values: Path):
     assert s.build.operator_namespace_labels == {"kubernetes.io/metadata.name": "tfps-system"}
     gang = vals.get("gangScheduling", {})
     assert s.build.gang_scheduler_name == (gang.get("schedulerName") if gang.get("enabled") else None)
+    relaxed = vals.get("jobPodSecurity", {}).get("relaxedNamespaces", [])
+    assert s.build.relaxed_namespaces == frozenset(relaxed)
+    assert ("TFPS_RELAXED_NAMESPACES" in env) == bool(relaxed)  # unset by default: no namespace relaxed
 
 
 def _no_wildcards_or_secrets(rules: list[dict]):
@@ -262,6 +265,7 @@ BAD_VALUES = [  # (--set, the JSON pointer helm's message must name)
     (["operator.extraEnv[0].name=TFPS_NAMESPACES"], "at '/operator/extraEnv/0/name'"),
     (["metrics.serviceMonitor.interval=often"], "at '/metrics/serviceMonitor/interval'"),
     (["image.pullPolicy=Sometimes"], "at '/image/pullPolicy'"),
+    (["jobPodSecurity.relaxedNamespaces={Team_B}"], "at '/jobPodSecurity/relaxedNamespaces/0'"),
 ]
 
 

@@ -54,8 +54,10 @@ def test_a_template_the_api_server_refuses_fails_the_job_before_any_child_exists
 def test_privileged_in_a_restricted_namespace_is_refused_by_podsecurity_before_anything_is_created(
     restricted_kube, start_operator
 ):
+    """The operator relaxes the namespace (its own rule would refuse privileged first): the namespace's
+    Pod Security admission still judges the pods, by the dry-run, before anything is created."""
     kube = restricted_kube
-    start_operator(kube.ns)
+    start_operator(kube.ns, extra_env={"TFPS_RELAXED_NAMESPACES": kube.ns})
     kube.create_job(
         job_body(
             "j", chief_template={"spec": {"securityContext": {"privileged": True, "allowPrivilegeEscalation": True}}}
@@ -65,6 +67,25 @@ def test_privileged_in_a_restricted_namespace_is_refused_by_podsecurity_before_a
     failed = kube.condition("j", "Failed")
     assert failed["reason"] == "InvalidSpec" and "violates PodSecurity" in failed["message"], failed
     assert "spec.replicas.chief.template (Pod/j-chief-0)" in failed["message"]
+    assert _children(kube, "j") == []
+
+
+def test_privileged_is_refused_by_the_operator_in_a_namespace_it_does_not_relax(kube, operator):
+    """No Pod Security labels on the namespace: the operator's own rule refuses the template, naming it."""
+    kube.create_job(
+        job_body(
+            "j", chief_template={"spec": {"securityContext": {"privileged": True, "allowPrivilegeEscalation": True}}}
+        )
+    )
+    kube.wait_phase("j", "Failed")
+    failed = kube.condition("j", "Failed")
+    assert failed["reason"] == "InvalidSpec", failed
+    assert (
+        "spec.replicas.chief.template.spec.securityContext.privileged: privileged containers are refused"
+        in (failed["message"])
+    )
+    assert "spec.replicas.chief.template.spec.securityContext.allowPrivilegeEscalation" in failed["message"]
+    time.sleep(2)
     assert _children(kube, "j") == []
 
 

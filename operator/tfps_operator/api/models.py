@@ -328,6 +328,69 @@ class VolumeMount(TypedDict, total=False):
 
 
 MAX_VOLUME_MOUNTS = 64
+MAX_INIT_CONTAINER_PORTS = 64
+"""Most ports of an init container: bounds the CEL cost of the host-port rule."""
+
+_NO_HOST_PROCESS = cel(
+    "!has(self.windowsOptions) || !has(self.windowsOptions.hostProcess) || !self.windowsOptions.hostProcess",
+    "host process containers are refused (Pod Security baseline)",
+    ".windowsOptions.hostProcess",
+)
+_WINDOWS_OPTIONS = {
+    "type": "object",
+    "x-kubernetes-preserve-unknown-fields": True,
+    "properties": {"hostProcess": {"type": "boolean"}},
+}
+
+
+def _security_context_schema(description: str, *, container: bool) -> dict[str, Any]:
+    """A free-form security context (core/v1) with the fields of the rules no namespace relaxes declared,
+    so that CEL can read them (see :mod:`.podsecurity`)."""
+    props: dict[str, Any] = {"windowsOptions": _WINDOWS_OPTIONS}
+    rules = [_NO_HOST_PROCESS]
+    if container:
+        props["procMount"] = {"type": "string", "maxLength": 32}
+        rules.append(
+            cel(
+                "!has(self.procMount) || self.procMount == 'Default'",
+                "only Default is allowed: an unmasked /proc exposes the node's kernel settings (Pod Security baseline)",
+                ".procMount",
+            )
+        )
+    return {
+        "type": "object",
+        "description": description,
+        "x-kubernetes-preserve-unknown-fields": True,
+        "properties": props,
+        **_rules(*rules),
+    }
+
+
+_INIT_CONTAINER_SCHEMA = {
+    "type": "object",
+    "x-kubernetes-preserve-unknown-fields": True,
+    "required": ["name"],
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 63},
+        "securityContext": _security_context_schema("core/v1 SecurityContext of the init container.", container=True),
+        "ports": {
+            "type": "array",
+            "maxItems": MAX_INIT_CONTAINER_PORTS,
+            "items": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {"hostPort": {"type": "integer"}},
+                **_rules(
+                    cel(
+                        "!has(self.hostPort) || self.hostPort == 0",
+                        "host ports are refused (Pod Security baseline)",
+                        ".hostPort",
+                    )
+                ),
+            },
+        },
+    },
+}
 
 
 class PodSpecOverride(_Model):
@@ -374,12 +437,24 @@ class PodSpecOverride(_Model):
     resources: ResourceRequirements | None = Field(
         default=None, description="Trainer container resources; wins over the replica type's resources."
     )
-    security_context: dict[str, Any] | None = Field(
-        default=None, description="Trainer container securityContext (core/v1 SecurityContext)."
-    )
-    pod_security_context: dict[str, Any] | None = Field(
-        default=None, description="Pod securityContext (core/v1 PodSecurityContext)."
-    )
+    security_context: (
+        Annotated[
+            dict[str, Any],
+            WithJsonSchema(
+                _security_context_schema("Trainer container securityContext (core/v1 SecurityContext).", container=True)
+            ),
+        ]
+        | None
+    ) = Field(default=None, description="Trainer container securityContext (core/v1 SecurityContext).")
+    pod_security_context: (
+        Annotated[
+            dict[str, Any],
+            WithJsonSchema(
+                _security_context_schema("Pod securityContext (core/v1 PodSecurityContext).", container=False)
+            ),
+        ]
+        | None
+    ) = Field(default=None, description="Pod securityContext (core/v1 PodSecurityContext).")
     image_pull_secrets: list[dict[str, str]] | None = Field(
         default=None, description="Pod imagePullSecrets, e.g. [{name: regcred}]."
     )
@@ -404,14 +479,7 @@ class PodSpecOverride(_Model):
         list[
             Annotated[
                 dict[str, Any],
-                WithJsonSchema(
-                    {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                        "required": ["name"],
-                        "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 63}},
-                    }
-                ),
+                WithJsonSchema(_INIT_CONTAINER_SCHEMA),
             ]
         ]
         | None

@@ -7,6 +7,10 @@ Two layers, each with one source:
 2. **Cross-field rules**: the CEL expressions declared on the models, evaluated with ``celpy`` at the
    place the generated CRD schema declares them (:mod:`.cel`).
 
+``tfps validate`` also reports what the operator would refuse in the job's pod templates
+(:mod:`.podsecurity`: Pod Security baseline plus no root), as it does by default; ``--relaxed`` for a
+namespace the operator relaxes.
+
 The operator parses admitted objects with :func:`.parse.parse_job` alone and so never loads celpy.
 """
 
@@ -20,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from . import podsecurity
 from .cel import rule_errors
 from .models import KIND, PSTrainingJob
 from .parse import FieldError, JobValidationError, parse_job, wire_json
@@ -49,8 +54,15 @@ def validate_job(obj: dict[str, Any], old: dict[str, Any] | None = None, *, rule
 # --- tfps validate -------------------------------------------------------------------------------------
 
 
-def validate_documents(text: str) -> Iterator[tuple[str | None, list[FieldError]]]:
-    """(job name, errors) for every PSTrainingJob document in a YAML text; other kinds are skipped."""
+def pod_security_errors(job: PSTrainingJob, relaxed: bool = False) -> list[FieldError]:
+    """What the operator refuses in the job's pod templates (nothing of it would be created)."""
+    return [FieldError(v.path, v.detail) for v in podsecurity.refusals(job.spec, relaxed)]
+
+
+def validate_documents(text: str, *, relaxed: bool = False) -> Iterator[tuple[str | None, list[FieldError]]]:
+    """(job name, errors) for every PSTrainingJob document in a YAML text; other kinds are skipped.
+    Besides the API server's rules, the operator's pod security refusals (``relaxed``: only those no
+    namespace relaxes)."""
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as e:
@@ -63,17 +75,17 @@ def validate_documents(text: str) -> Iterator[tuple[str | None, list[FieldError]
         found = True
         name = (doc.get("metadata") or {}).get("name") if isinstance(doc, dict) else None
         try:
-            validate_job(doc)
+            job = validate_job(doc)
         except JobValidationError as e:
             yield name, e.errors
         else:
-            yield name, []
+            yield name, pod_security_errors(job, relaxed)
     if not found:
         yield None, [FieldError("", f"no {KIND} document found")]
 
 
 def main(args: argparse.Namespace) -> int:
-    """``tfps validate FILE...``: ``FILE: OK`` or one ``FILE: path: message`` line per error."""
+    """``tfps validate [--relaxed] FILE...``: ``FILE: OK`` or one ``FILE: path: message`` line per error."""
     failed = False
     for file in args.files:
         try:
@@ -82,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"{file}: cannot read: {e.strerror}", file=sys.stderr)
             failed = True
             continue
-        results = list(validate_documents(text))
+        results = list(validate_documents(text, relaxed=bool(getattr(args, "relaxed", False))))
         for name, errors in results:
             label = f"{file} ({name})" if len(results) > 1 and name else file
             if errors:

@@ -28,6 +28,7 @@ from typing import Any
 
 from tfps_trainer.export.result import ExportFailed, PreflightReport
 
+from ..api import podsecurity
 from ..api.models import (
     Artifact,
     CheckpointStatus,
@@ -121,6 +122,10 @@ def _decide(r: _Reconciliation) -> None:
     job, now, cfg = r.job, r.now, r.cfg
     if r.status.phase in TERMINAL:
         _finished(r)
+        return
+    refused = podsecurity.refusals(job.spec, relaxed=cfg.relaxes(job.metadata.namespace))
+    if refused:
+        _fail(r, "InvalidSpec", podsecurity.message(refused))
         return
     try:
         pods = desired_pods(job, cfg, r.status.restarts)
