@@ -4,6 +4,7 @@ when the job or the operator's settings name one, to a metrics scraper (GET /met
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..api.models import PSTrainingJob
@@ -44,6 +45,8 @@ def scraper_peer(job: PSTrainingJob, cfg: BuildConfig) -> dict[str, Any] | None:
     default (``cfg.metrics_scraper``), else None. Without namespace labels it is a pod of the job's own
     namespace."""
     own = job.spec.metrics.scrape_from if job.spec.metrics else None
+    ns_labels: Mapping[str, str] | None
+    pod_labels: Mapping[str, str]
     if own is not None:
         ns_labels, pod_labels = own.namespace_labels, own.pod_labels
     elif cfg.metrics_scraper is not None:
