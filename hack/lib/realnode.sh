@@ -65,3 +65,30 @@ build_coredns() {
 
 kubelet_cached() { [[ -f $TFPS_CACHE/kubelet/$K8S_VERSION/bin/.complete ]]; }
 coredns_cached() { local f=$TFPS_CACHE/coredns/$COREDNS_VERSION/bin/.complete; [[ -f $f && $(<"$f") == "$(coredns_key)" ]]; }
+
+# kube-network-policies (the NetworkPolicy engine of the real node): its networkpolicy package with our
+# main (hack/realnode/netpol/main.go: a kubeconfig instead of the in-cluster config). Cached in
+# $TFPS_CACHE/kube-network-policies/<version>/bin, keyed by the version and that main's content.
+KNP_VERSION="${TFPS_KNP_VERSION:-v0.8.0}"   # sigs.k8s.io/kube-network-policies
+KNP_MAIN="$HACK_DIR/realnode/netpol/main.go"
+
+knp_key() { printf '%s %s\n' "$KNP_VERSION" "$(sha256sum "$KNP_MAIN" | cut -c1-16)"; }
+knp_cached() { local f=$TFPS_CACHE/kube-network-policies/$KNP_VERSION/bin/.complete; [[ -f $f && $(<"$f") == "$(knp_key)" ]]; }
+
+build_knp() {
+  local dir="$TFPS_CACHE/kube-network-policies/$KNP_VERSION" mod logf t0=$SECONDS
+  knp_cached && return 0
+  lock_build "$dir"; knp_cached && return 0
+  log "building kube-network-policies $KNP_VERSION into $dir/bin"
+  mkdir -p "$dir" && rm -rf "$dir"/wrapper.* && mod=$(mktemp -d "$dir/wrapper.XXXXXX"); logf="$dir/build.log"; : >"$logf"
+  printf 'module tfps.local/knpbuild\n\ngo 1.26\n\nrequire sigs.k8s.io/kube-network-policies %s\n' "$KNP_VERSION" >"$mod/go.mod"
+  cp "$KNP_MAIN" "$mod/main.go"
+  ( cd "$mod" && run_build "kube-network-policies (go mod tidy)" "$logf" go mod tidy ) || return 1
+  ( cd "$mod" && run_build "kube-network-policies (go build)" "$logf" go build -trimpath -ldflags="-s -w" \
+      -o "$mod/out/kube-network-policies" . ) || return 1
+  rm -rf "${dir:?}/bin" && mv "$mod/out" "$dir/bin"
+  echo "sigs.k8s.io/kube-network-policies $KNP_VERSION; main $(knp_key | cut -d' ' -f2); $(go version)" >"$dir/bin/VERSIONS"
+  rm -rf "$mod"
+  knp_key >"$dir/bin/.complete"
+  log "  built kube-network-policies $KNP_VERSION in $((SECONDS - t0))s"
+}

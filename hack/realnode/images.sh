@@ -16,7 +16,13 @@ DEBIAN_MIRROR=${TFPS_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 TRAINER_REF=${TFPS_TRAINER_IMAGE:-tfps-trainer:0.1.0}
 log() { printf '>> %s\n' "$*" >&2; }
 die() { printf '!! %s\n' "$*" >&2; exit 1; }
-for t in umoci skopeo gcc debootstrap sha256sum; do command -v $t >/dev/null || die "$t is required (apt-get install umoci skopeo gcc debootstrap)"; done
+# The build tools are Debian packages: `hack/realnode/node deps` installs the missing ones (as root). `cached`
+# only computes keys and needs none of them.
+if [[ ${1:-all} != cached ]]; then
+  for t in umoci skopeo gcc debootstrap; do
+    command -v $t >/dev/null || { "$HERE/node" deps >&2 || die "$t is required (hack/realnode/node deps installs it)"; break; }
+  done
+fi
 
 key() { cat "$@" | sha256sum | cut -c1-16; }
 

@@ -37,6 +37,9 @@ class BuildConfig:
     operator_namespace_labels: Mapping[str, str] = field(default_factory=dict)
     """namespaceSelector of the operator in the NetworkPolicy; empty = any namespace."""
     operator_pod_labels: Mapping[str, str] = field(default_factory=lambda: dict(OPERATOR_POD_LABELS))
+    metrics_scraper: tuple[Mapping[str, str] | None, Mapping[str, str]] | None = None
+    """Default scraper admitted to the trainers' progress port (GET /metrics) when a job names none: (namespace
+    labels, or None for the job's own namespace; pod labels). None = no scraper (chart: trainerMetrics.scraper)."""
     run_as_user: int = 1000
     """Default uid/gid of trainer pods (the trainer image's non-root user)."""
     gang_scheduler_name: str | None = None
@@ -106,6 +109,13 @@ def _labels(raw: str) -> dict[str, str]:
     return out
 
 
+def _named_labels(name: str, raw: str) -> dict[str, str]:
+    try:
+        return _labels(raw)
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from None
+
+
 def _positive(name: str, raw: Any) -> float:
     try:
         value = float(raw)
@@ -148,6 +158,14 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
     pod_labels = (
         _labels(env["TFPS_OPERATOR_POD_LABELS"]) if "TFPS_OPERATOR_POD_LABELS" in env else dict(OPERATOR_POD_LABELS)
     )
+    scraper = None
+    if "TFPS_METRICS_SCRAPER_POD_LABELS" in env or "TFPS_METRICS_SCRAPER_NAMESPACE_LABELS" in env:
+        scraper = (
+            _named_labels("TFPS_METRICS_SCRAPER_NAMESPACE_LABELS", env["TFPS_METRICS_SCRAPER_NAMESPACE_LABELS"])
+            if "TFPS_METRICS_SCRAPER_NAMESPACE_LABELS" in env
+            else None,
+            _named_labels("TFPS_METRICS_SCRAPER_POD_LABELS", env.get("TFPS_METRICS_SCRAPER_POD_LABELS", "")),
+        )
     log_format = _first(getattr(args, "log_format", None), env.get("TFPS_LOG_FORMAT"), "plain")
     if log_format not in ("plain", "json"):
         raise ValueError(f"TFPS_LOG_FORMAT: must be plain or json, not {log_format!r}")
@@ -182,6 +200,7 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
             progress_port=int(env.get("TFPS_PROGRESS_PORT", DEFAULT_PROGRESS_PORT)),
             operator_namespace_labels=ns_labels,
             operator_pod_labels=pod_labels,
+            metrics_scraper=scraper,
             gang_scheduler_name=env.get("TFPS_GANG_SCHEDULER_NAME", "").strip() or None,
             relaxed_namespaces=frozenset(
                 n.strip() for n in env.get("TFPS_RELAXED_NAMESPACES", "").split(",") if n.strip()

@@ -52,6 +52,12 @@ PROMETHEUSRULE_CRD = (
     .replace("ServiceMonitor", "PrometheusRule")
     .replace("servicemonitor", "prometheusrule")
 )
+PODMONITOR_CRD = (
+    SERVICEMONITOR_CRD.replace("servicemonitors", "podmonitors")
+    .replace("ServiceMonitorList", "PodMonitorList")
+    .replace("ServiceMonitor", "PodMonitor")
+    .replace("servicemonitor", "podmonitor")
+)
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +75,8 @@ def test_every_rendered_object_passes_server_dry_run(values: Path, helm, cluster
         kubectl("wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "--timeout=60s")
         kubectl("apply", "--server-side", "-f", "-", input=PROMETHEUSRULE_CRD)
         kubectl("wait", "--for=condition=Established", "crd/prometheusrules.monitoring.coreos.com", "--timeout=60s")
+        kubectl("apply", "--server-side", "-f", "-", input=PODMONITOR_CRD)
+        kubectl("wait", "--for=condition=Established", "crd/podmonitors.monitoring.coreos.com", "--timeout=60s")
     release_ns = make_namespace()
     sets = []
     if "namespaced" in values.name:

@@ -113,6 +113,15 @@ def test_chart_sets_only_settings_the_operator_reads(values: Path):
     assert s.build.default_image == env["TFPS_DEFAULT_IMAGE"]
     assert s.peering == (vals.get("operator", {}).get("peering") or None)
     assert s.build.operator_namespace_labels == {"kubernetes.io/metadata.name": "tfps-system"}
+    scraper = vals.get("metrics", {}).get("trainer", {}).get("scraper", {})
+    if scraper.get("enabled"):
+        defaults = yaml.safe_load((CHART / "values.yaml").read_text())["metrics"]["trainer"]["scraper"]
+        assert s.build.metrics_scraper == (
+            scraper.get("namespaceLabels", defaults["namespaceLabels"]),
+            scraper.get("podLabels", defaults["podLabels"]),
+        )
+    else:
+        assert s.build.metrics_scraper is None
     gang = vals.get("gangScheduling", {})
     assert s.build.gang_scheduler_name == (gang.get("schedulerName") if gang.get("enabled") else None)
     relaxed = vals.get("jobPodSecurity", {}).get("relaxedNamespaces", [])
@@ -213,6 +222,53 @@ def test_servicemonitor_only_when_enabled():
     dep = one(objs, "Deployment")
     assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
     assert svc["spec"]["ports"][0]["targetPort"] == "metrics"
+
+
+@needs_helm
+def test_podmonitor_scrapes_the_progress_port_of_chiefs_and_evaluators_only_when_enabled():
+    from tfps_operator.manifests.pods import desired_pods
+    from tfps_operator.settings import BuildConfig
+
+    assert not by_kind(objects(template(HELM).stdout), "PodMonitor")
+    objs = objects(template(HELM, CHART / "ci" / "servicemonitor-values.yaml").stdout)
+    pm = one(objs, "PodMonitor")
+    assert pm["metadata"]["labels"]["release"] == "prometheus"
+    assert pm["spec"]["namespaceSelector"] == {"any": True}
+    (endpoint,) = pm["spec"]["podMetricsEndpoints"]
+    assert endpoint["path"] == "/metrics"
+    sel = pm["spec"]["selector"]
+    (expr,) = sel["matchExpressions"]
+
+    def selected(pod: dict) -> bool:
+        labels = pod["metadata"]["labels"]
+        return sel["matchLabels"].items() <= labels.items() and labels.get(expr["key"]) in expr["values"]
+
+    # the operator's own pods: exactly the chief and the evaluator are selected, and they name the port
+    from tfps_operator.client import load_job
+
+    job = load_job(
+        {
+            "apiVersion": "tfps.dev/v1alpha1",
+            "kind": "PSTrainingJob",
+            "metadata": {"name": "lin", "namespace": "ml", "uid": "u-1"},
+            "spec": {
+                "model": {"module": "tfps_trainer.examples.linear"},
+                "training": {"steps": 100, "checkpoint": {"everySteps": 10}},
+                "replicas": {"evaluator": {"replicas": 1}},
+            },
+        }
+    )
+    pods = list(desired_pods(job, BuildConfig()).values())
+    chosen = {p["metadata"]["labels"]["tfps.dev/replica-type"] for p in pods if selected(p)}
+    assert chosen == {"chief", "evaluator"}
+    for p in pods:
+        if selected(p):
+            ports = {port["name"] for port in p["spec"]["containers"][0]["ports"]}
+            assert endpoint["port"] in ports, ports
+    watched = objects(
+        template(HELM, CHART / "ci" / "servicemonitor-values.yaml", sets=["watchNamespaces={a,b}"]).stdout
+    )
+    assert one(watched, "PodMonitor")["spec"]["namespaceSelector"] == {"matchNames": ["a", "b"]}
 
 
 @needs_helm

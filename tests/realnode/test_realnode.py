@@ -394,3 +394,237 @@ def test_deleting_the_ps_pod_restarts_the_job_and_resumes_from_the_checkpoint(op
     resumed = chief_log_steps(kube.ns, "resumed from checkpoint step ")
     assert resumed and max(resumed) >= ck, (resumed, ck)
     assert LONG_STEPS in chief_log_steps(kube.ns, "completed step "), chief_log_steps(kube.ns, "checkpoint step ")
+
+
+def test_client_logs_and_download_artifacts_against_a_real_kubelet(
+    operated, realnode, kubeconfig, wait_until, tmp_path, capsys
+):
+    """TFPSClient.logs (followed while the chief trains, then read back) and `tfps logs`; download_artifacts
+    and `tfps artifacts --download` through a reader pod on the node (exec + tar), checked file by file
+    against the PV and against manifest.json, which catches a file changed on the volume."""
+    import threading
+
+    from tfps_operator.cli import main as tfps
+    from tfps_operator.client import ChecksumMismatch, TFPSClient
+    from tfps_operator.manifests.artifact_reader import READER_LABEL
+
+    kube, op, pv = operated
+    data = pv(names.pvc_name("quickstart"))
+    client = TFPSClient(kubeconfig=kubeconfig, namespace=kube.ns)
+    kube.create_job(quickstart())
+    chief = names.pod_name("quickstart", "chief", 0)
+    wait_until(
+        lambda: kube.trainer_pods("quickstart").get(chief, {}).get("status", {}).get("phase") == "Running",
+        timeout=300,
+        interval=0.5,
+        what="the chief Running",
+    )
+    followed: list[str] = []
+    errors: list[BaseException] = []
+
+    def follow() -> None:
+        try:
+            followed.extend(client.logs("quickstart", "chief", follow=True))
+        except BaseException as e:  # reported by the assertion below
+            errors.append(e)
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    reader.join(timeout=600)  # the stream ends when the chief's container does
+    assert not reader.is_alive() and not errors, (errors, followed[-5:])
+    text = "".join(followed)
+    assert "tfps-trainer chief: no checkpoint found, starting at step 0" in text, text[-3000:]
+    assert "tfps-trainer chief: checkpoint step 300 -> " in text, text[-3000:]
+    # read back once the container ended: the same text as followed
+    assert client.logs("quickstart", "chief") == text
+    assert client.logs("quickstart", "chief", tail_lines=1) == text.splitlines(keepends=True)[-1]
+    code = tfps(["logs", "quickstart", "-f", "--kubeconfig", kubeconfig, "-n", kube.ns])
+    assert (code, capsys.readouterr().out) == (0, text)
+
+    st = wait_until(
+        lambda: (s := kube.status("quickstart")).get("phase") in ("Succeeded", "Failed") and s,
+        timeout=900,
+        interval=2,
+        what="quickstart Succeeded",
+    )
+    assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
+    step = st["export"]["step"]
+    got = client.download_artifacts("quickstart", dest=tmp_path / "dl")
+    assert got == tmp_path / "dl" / str(step)
+    (published,) = [p for p in data.rglob(f"exports/{step}") if p.is_dir()]
+    on_pv = {p.relative_to(published): p for p in published.rglob("*") if p.is_file()}
+    local = {p.relative_to(got): p for p in got.rglob("*") if p.is_file()}
+    assert set(local) == set(on_pv) and Path("manifest.json") in local, (sorted(local), sorted(on_pv))
+    for rel, p in on_pv.items():
+        assert local[rel].read_bytes() == p.read_bytes(), rel
+    code = tfps(
+        ["artifacts", "quickstart", "--download", str(tmp_path / "cli"), "--kubeconfig", kubeconfig, "-n", kube.ns]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 and f"downloaded to {tmp_path / 'cli' / str(step)} (every file matches manifest.json)" in out, out
+    assert {"savedmodel", "tflite", "onnx"} <= set(out.split()), out
+
+    # a file changed on the volume after the export: the download refuses it and names it
+    tflite = next(p for p in published.rglob("*.tflite"))
+    with tflite.open("ab") as f:
+        f.write(b"\0")
+    with pytest.raises(ChecksumMismatch, match=re.escape(tflite.name)):
+        client.download_artifacts("quickstart", dest=tmp_path / "bad")
+    assert not (tmp_path / "bad" / str(step)).exists()
+    code = tfps(
+        ["artifacts", "quickstart", "--download", str(tmp_path / "bad"), "--kubeconfig", kubeconfig, "-n", kube.ns]
+    )
+    assert code == ChecksumMismatch.exit_code, capsys.readouterr()
+    # every reader pod was deleted
+    wait_until(
+        lambda: not kube.core.list_namespaced_pod(kube.ns, label_selector=READER_LABEL).items,
+        timeout=60,
+        interval=1,
+        what="reader pods gone",
+    )
+    no_image_pulls(kube.core, kube.ns)
+
+
+PROBE = r"""
+import json, os, socket, sys, time, urllib.request
+time.sleep(3)  # the policy engine learns this pod's IP from the API server (no NRI here)
+out = {}
+for name, ip, port, kind in json.loads(sys.argv[1]):
+    res = "closed"
+    for _ in range(3):
+        try:
+            if kind == "metrics":
+                body = urllib.request.urlopen(f"http://{ip}:{port}/metrics", timeout=3).read().decode()
+                res = "open" + (" tfps_step" if "tfps_step" in body else " (no tfps_step)")
+            else:
+                socket.create_connection((ip, port), timeout=3).close()
+                res = "open"
+            break
+        except OSError as e:
+            res = f"closed ({type(e).__name__})"
+    out[name] = res
+print(json.dumps(out))
+if os.environ.get("PROBE_OUT"):
+    open(os.environ["PROBE_OUT"], "w").write(json.dumps(out))
+"""
+
+
+def probe_pod(core: Any, ns: str, name: str, labels: dict[str, str], targets: list[list[Any]]) -> None:
+    """A trainer-image pod (non-root) that tries each ``[name, ip, port, kind]`` target and writes
+    ``{name: "open"|"closed (...)"}`` as its termination message."""
+    import json
+
+    core.create_namespaced_pod(
+        ns,
+        {
+            "metadata": {"name": name, "labels": labels},
+            "spec": on_real_node(
+                {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": TRAINER_IMAGE,
+                            "imagePullPolicy": "Never",
+                            "command": ["python", "-c", PROBE, json.dumps(targets)],
+                            "env": [{"name": "PROBE_OUT", "value": "/dev/termination-log"}],
+                            "securityContext": {
+                                "runAsUser": 1000,
+                                "runAsNonRoot": True,
+                                "allowPrivilegeEscalation": False,
+                            },
+                        }
+                    ],
+                }
+            ),
+        },
+    )
+
+
+def test_network_policy_is_enforced_between_real_pods(operated, realnode, cluster, wait_until):
+    """kube-network-policies on the node: the job's gRPC port is reachable by the job's own pods only, the
+    chief's progress port by the operator's pods and (opted in by spec.metrics.scrapeFrom) the scraper,
+    which gets the trainer's metrics; a pod of another job or without labels reaches neither."""
+    import json
+
+    from tfps_operator.settings import OPERATOR_POD_LABELS
+    from tfps_trainer.config import DEFAULT_PROGRESS_PORT
+
+    kube, op, pv = operated
+    pv(names.pvc_name("quickstart"))
+    job = quickstart(steps=LONG_STEPS, every=LONG_EVERY)
+    scraper_labels = {"app.kubernetes.io/name": "prometheus"}
+    job["spec"]["metrics"] = {"scrapeFrom": {"podLabels": scraper_labels}}  # a scraper of the job's namespace
+    kube.create_job(job)
+    pods = wait_until(lambda: trainer_pods_running(kube, "quickstart", 4), timeout=300, interval=1, what="pods Running")
+    ip = {
+        p["metadata"]["labels"]["tfps.dev/replica-type"] + p["metadata"]["labels"]["tfps.dev/replica-index"]: p[
+            "status"
+        ]["podIP"]
+        for p in pods.values()
+    }
+    np = kube.net.read_namespaced_network_policy(names.network_policy_name("quickstart"), kube.ns).to_dict()
+    grpc = np["spec"]["ingress"][0]["ports"][0]["port"]
+    operator_peer = np["spec"]["ingress"][1]["_from"][0]
+    # the operator runs on the host here; a pod with its labels stands in for it (any namespace is admitted)
+    assert operator_peer["pod_selector"]["match_labels"] == OPERATOR_POD_LABELS, operator_peer
+    assert not (operator_peer["namespace_selector"] or {}).get("match_labels"), operator_peer
+    targets = [
+        ["ps-grpc", ip["ps0"], grpc, "tcp"],
+        ["worker-grpc", ip["worker1"], grpc, "tcp"],
+        ["chief-progress", ip["chief0"], DEFAULT_PROGRESS_PORT, "tcp"],
+        ["chief-metrics", ip["chief0"], DEFAULT_PROGRESS_PORT, "metrics"],
+    ]
+    other_job = {
+        "tfps.dev/job-name": "other",
+        "app.kubernetes.io/managed-by": "tfps-operator",
+        "tfps.dev/replica-type": "worker",
+    }
+    probes = {"other-job": other_job, "no-labels": {}, "operator": dict(OPERATOR_POD_LABELS), "scraper": scraper_labels}
+    for name, labels in probes.items():
+        probe_pod(kube.core, kube.ns, f"probe-{name}", labels, targets)
+    # the job's own pod: from worker 0, through the API server's exec (kubelet on the node)
+    own = cluster.kubectl(
+        "-n",
+        kube.ns,
+        "exec",
+        names.pod_name("quickstart", "worker", 0),
+        "--",
+        "python",
+        "-c",
+        PROBE,
+        json.dumps(targets[:2]),
+    )
+    assert own.returncode == 0, own
+    seen = {}
+    for name in probes:
+        done = wait_until(
+            lambda n=name: pod_terminated(kube.core, kube.ns, f"probe-{n}"),
+            timeout=180,
+            interval=1,
+            what=f"probe-{name} done",
+        )
+        assert done["exitCode"] == 0, done
+        seen[name] = {k: v.split(" ")[0] for k, v in json.loads(done["message"]).items()}
+        seen[name]["raw"] = done["message"]
+    expected = {
+        "other-job": {
+            "ps-grpc": "closed",
+            "worker-grpc": "closed",
+            "chief-progress": "closed",
+            "chief-metrics": "closed",
+        },
+        "no-labels": {
+            "ps-grpc": "closed",
+            "worker-grpc": "closed",
+            "chief-progress": "closed",
+            "chief-metrics": "closed",
+        },
+        "operator": {"ps-grpc": "closed", "worker-grpc": "closed", "chief-progress": "open", "chief-metrics": "open"},
+        "scraper": {"ps-grpc": "closed", "worker-grpc": "closed", "chief-progress": "open", "chief-metrics": "open"},
+    }
+    assert {n: {k: v for k, v in s.items() if k != "raw"} for n, s in seen.items()} == expected, seen
+    assert "tfps_step" in seen["scraper"]["raw"], seen["scraper"]["raw"]  # the trainer's metrics, scraped
+    own_seen = {k: v.split(" ")[0] for k, v in json.loads(own.stdout.strip().splitlines()[-1]).items()}
+    assert own_seen == {"ps-grpc": "open", "worker-grpc": "open"}, own.stdout

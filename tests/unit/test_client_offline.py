@@ -165,6 +165,29 @@ def test_reader_pod_mounts_the_claim_read_only_and_is_never_taken_for_a_trainer(
     assert exports_dir(_job()) == "/vol/ml/lin/exports"
 
 
+def test_reader_pod_is_scheduled_like_the_chief():
+    """Where the claim can be mounted is where the chief ran: a tainted pool, a node-bound volume."""
+    wire = _job().to_wire()
+    toleration = {"key": "pool", "operator": "Exists", "effect": "NoSchedule"}
+    wire["spec"]["replicas"] = {
+        "chief": {
+            "template": {
+                "spec": {
+                    "nodeSelector": {"pool": "gpu"},
+                    "tolerations": [toleration],
+                    "imagePullSecrets": [{"name": "reg"}],
+                    "priorityClassName": "high",
+                }
+            }
+        }
+    }
+    spec = reader_pod(load_job(wire), "x", "img", 60)["spec"]
+    assert spec["nodeSelector"] == {"pool": "gpu"} and spec["tolerations"] == [toleration]
+    assert spec["imagePullSecrets"] == [{"name": "reg"}]
+    assert "priorityClassName" not in spec and "affinity" not in spec
+    assert "nodeSelector" not in reader_pod(_job(), "x", "img", 60)["spec"]
+
+
 def test_reader_pod_refuses_a_job_without_a_persistent_volume():
     job = _job()
     job = job.model_copy(

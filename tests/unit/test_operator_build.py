@@ -233,6 +233,31 @@ def test_network_policy_admits_grpc_from_own_pods_and_progress_from_the_operator
     }
 
 
+def test_network_policy_admits_a_metrics_scraper_only_when_one_is_named():
+    progress = [{"protocol": "TCP", "port": DEFAULT_PROGRESS_PORT}]
+    assert len(network_policy(make_job(), BuildConfig())["spec"]["ingress"]) == 2  # off by default
+    chart = BuildConfig(metrics_scraper=({"team": "monitoring"}, {"app.kubernetes.io/name": "prometheus"}))
+    assert network_policy(make_job(), chart)["spec"]["ingress"][2] == {
+        "from": [
+            {
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+                "namespaceSelector": {"matchLabels": {"team": "monitoring"}},
+            }
+        ],
+        "ports": progress,
+    }
+    # the job's own scraper wins; without namespace labels it is a pod of the job's namespace
+    job = make_job(metrics={"scrapeFrom": {"podLabels": {"app": "prom"}}})
+    assert network_policy(job, chart)["spec"]["ingress"][2] == {
+        "from": [{"podSelector": {"matchLabels": {"app": "prom"}}}],
+        "ports": progress,
+    }
+    anywhere = make_job(metrics={"scrapeFrom": {"namespaceLabels": {}}})
+    assert network_policy(anywhere, BuildConfig())["spec"]["ingress"][2]["from"] == [
+        {"podSelector": {"matchLabels": {}}, "namespaceSelector": {"matchLabels": {}}}
+    ]
+
+
 def test_pvc_from_volume_claim_template_is_mounted_in_every_pod():
     job = make_job(storage={"volumeClaimTemplate": {"size": "5Gi", "storageClassName": "fast"}, "mountPath": "/data"})
     pvc = storage_claim(job)

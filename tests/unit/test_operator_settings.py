@@ -63,11 +63,22 @@ def test_environment_fallbacks_and_flags_win_over_them():
     assert kw["namespaces"] == ["c"] and kw["clusterwide"] is False and kw["peering_name"] == "tfps"
 
 
+def test_the_metrics_scraper_is_off_unless_its_labels_are_set():
+    assert from_args(NO_FLAGS, {}).build.metrics_scraper is None
+    s = from_args(NO_FLAGS, {"TFPS_METRICS_SCRAPER_POD_LABELS": "app=prom"})
+    assert s.build.metrics_scraper == (None, {"app": "prom"})
+    s = from_args(
+        NO_FLAGS, {"TFPS_METRICS_SCRAPER_NAMESPACE_LABELS": "team=mon", "TFPS_METRICS_SCRAPER_POD_LABELS": ""}
+    )
+    assert s.build.metrics_scraper == ({"team": "mon"}, {})
+
+
 @pytest.mark.parametrize(
     "env,field",
     [
         ({"TFPS_LOG_FORMAT": "xml"}, "TFPS_LOG_FORMAT"),
         ({"TFPS_OPERATOR_POD_LABELS": "novalue"}, "novalue"),
+        ({"TFPS_METRICS_SCRAPER_POD_LABELS": "app"}, "TFPS_METRICS_SCRAPER_POD_LABELS"),
         ({"TFPS_MAX_CONCURRENT_RECONCILES": "0"}, "TFPS_MAX_CONCURRENT_RECONCILES"),
         ({"TFPS_MAX_CONCURRENT_RECONCILES": "many"}, "TFPS_MAX_CONCURRENT_RECONCILES"),
     ],

@@ -37,3 +37,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "tfps.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
+
+{{/* A label map as k=v,k2=v2 (sorted keys): how TFPS_*_LABELS variables are written. */}}
+{{- define "tfps.labelList" -}}
+{{- $out := list -}}
+{{- range $k, $v := . -}}
+{{- $out = append $out (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $out -}}
+{{- end -}}

@@ -1050,6 +1050,29 @@ _PODS = (
 """CEL: every pod of the job."""
 
 
+class ScrapePeer(_Model):
+    """Who may scrape the trainer's ``GET /metrics`` (the chief's and evaluators' progress port): a peer the
+    job's NetworkPolicy admits to that port, by labels."""
+
+    namespace_labels: dict[str, str] | None = Field(
+        default=None,
+        description="Labels of the scraper's namespace (matchLabels); {} = every namespace; unset = the job's own.",
+    )
+    pod_labels: dict[str, str] = Field(
+        default_factory=dict, description="Labels of the scraper's pods (matchLabels); {} = every pod there."
+    )
+
+
+class MetricsSpec(_Model):
+    """Prometheus access to the trainer's metrics."""
+
+    scrape_from: ScrapePeer | None = Field(
+        default=None,
+        description="Admit this scraper to the progress port (GET /metrics); unset = the operator's default "
+        "(chart value metrics.trainer.scraper), which is off unless enabled.",
+    )
+
+
 class PSTrainingJobSpec(_Model):
     """A TensorFlow parameter-server training job."""
 
@@ -1098,6 +1121,7 @@ class PSTrainingJobSpec(_Model):
     storage: StorageSpec = Field(default_factory=_default_storage, description="Where checkpoints and exports live.")
     export: ExportSpec = Field(default_factory=ExportSpec, description="Verified export after training.")
     run_policy: RunPolicy = Field(default_factory=RunPolicy, description="Restarts, deadlines, cleanup, suspension.")
+    metrics: MetricsSpec | None = Field(default=None, description="Prometheus access to the trainer's metrics.")
 
     def program(self, role: Role) -> list[str] | None:
         """Script mode: the program of ``role``'s replicas (its template's command, else
