@@ -26,9 +26,16 @@ start_proc() {
   printf '==== %s start %s\n%s\n' "$name" "$(date -u +%FT%TZ)" "$*" >"$LOGS/$name.log"
   # 9>&-: never hand the `up` lock (fd 9) to a long-lived process, or every later `up` waits forever
   setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &
-  local pid=$!
+  local pid=$! cmd i actual
   echo "$pid" >"$PIDS/$name.pid"
-  printf '%s ' "$@" >"$PIDS/$name.cmd"
+  cmd=$(printf '%s ' "$@"); printf '%s' "$cmd" >"$PIDS/$name.cmd"
+  # Until the forked child execs setsid it is a copy of this shell, whose command line proc_pid would
+  # not recognise (a loaded machine widens that window): wait for the exec (or the child's end).
+  for ((i = 0; i < 200; i++)); do
+    actual=$(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null) || break
+    [[ $actual == "$cmd" || $actual == "setsid $cmd" ]] && break
+    sleep 0.05
+  done
 }
 
 # fail_component NAME REASON : name the component, show its log tail, stop what we started, exit
