@@ -140,6 +140,11 @@ class Controller:
             lambda failures: pacing.retry_delay(failures, settings.retry_base_seconds, settings.retry_max_seconds)
         )
         self._passes: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self.active = asyncio.Event()
+        """Set while this replica may act; cleared while peering pauses it (then the workers stop
+        taking keys, and the queue keeps them for when it resumes)."""
+        if settings.peering is None:
+            self.active.set()
 
     def _pass_slot(self) -> asyncio.Semaphore:
         """At most ``max_concurrent_passes`` jobs reconcile at once (the pool's size; also a bound for
@@ -189,6 +194,7 @@ class Controller:
 
     async def _worker(self) -> None:
         while True:
+            await self.active.wait()
             try:
                 key = await self.queue.get()
             except ShutDown:
@@ -202,6 +208,8 @@ class Controller:
                 log.exception("%s %s/%s failed", key[0], key[1], key[2])
             finally:
                 self.queue.done(key)
+            if not self.active.is_set():  # paused while this key was out: take it up again on resuming
+                self.queue.add(key)
 
     async def _job_pass(self, namespace: str, name: str) -> None:
         key = f"{namespace}/{name}"

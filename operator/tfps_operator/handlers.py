@@ -52,6 +52,23 @@ def informers(kube: Kube, controller: Controller, namespaces: tuple[str, ...], g
     )
 
 
+class _PeeringState(logging.Handler):
+    """Follows Kopf's peering verdicts (it exposes no hook for them, only these log lines) and
+    pauses or resumes the controller's workers with them: a replica starts paused and acts only once
+    Kopf resumes it, like Kopf's own handlers."""
+
+    def __init__(self, controller: Controller):
+        super().__init__(logging.INFO)
+        self.controller = controller
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith(("Pausing operations", "Pausing all operators")):
+            self.controller.active.clear()
+        elif message.startswith("Resuming operations"):
+            self.controller.active.set()
+
+
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     ours = memo.settings
@@ -70,6 +87,11 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: ko
     )
     controller = memo.controller = Controller(kube, ours)
     controller.monitor = ProgressMonitor(kube, ours)
+    if ours.peering is not None:
+        peering_log = logging.getLogger("kopf._core.engines.peering")
+        peering_log.addHandler(_PeeringState(controller))
+        if peering_log.getEffectiveLevel() > logging.INFO:
+            peering_log.setLevel(logging.INFO)
     views = controller.views = informers(kube, controller, ours.namespaces, podgroup.gang_enabled(ours.build))
     watched = [views.pods, views.export_jobs, *views.children]
     assert all(isinstance(w, Informer) for w in watched)
