@@ -386,3 +386,37 @@ def test_an_exceeded_quota_is_no_refusal_the_create_retries_it():
     assert not is_refusal(403, 'pods "a" is forbidden: exceeded quota: q, requested: pods=1')
     assert is_refusal(403, 'pods "a" is forbidden: violates PodSecurity "restricted:latest": privileged')
     assert is_refusal(422, "x") and is_refusal(400, "x") and not is_refusal(409, "x") and not is_refusal(504, "x")
+
+
+def test_the_pool_reconciles_a_watched_job_once_per_burst_and_forgets_a_deleted_one():
+    kube = RecordingKube(job_body())
+    controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
+    controller.views = empty_views()
+
+    async def go() -> None:
+        synced = asyncio.Event()
+        pool = asyncio.ensure_future(controller.work([synced]))
+        controller.job_event(None, job_body())
+        controller.job_event("MODIFIED", job_body())  # the same job twice before a worker is free: one key
+        assert len(controller.queue) == 1
+        await asyncio.sleep(0.05)
+        assert not kube.calls  # no worker starts before the informers are synced
+        synced.set()
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if controller.queue.delayed():  # the pass is over: its next look is scheduled
+                break
+        assert "team-a/mnist" in controller.jobs
+        assert [c for c in kube.calls if c[1] == "Pod"]  # its children created
+        assert ("PATCH", "status", "mnist") in kube.calls and controller.queue.delayed() == 1
+        calls = len(kube.calls)
+        controller.child_event("team-a", "mnist", "Pod/mnist-ps-0", "uid-mnist-ps-0", changed=False)
+        assert len(controller.queue) == 0  # an event that changes no record queues nothing
+        controller.job_event("DELETED", job_body())
+        await asyncio.sleep(controller.settings.settle_seconds + 0.1)
+        assert "team-a/mnist" not in controller.jobs and controller.queue.delayed() == 0
+        assert len(kube.calls) == calls  # nothing sent for a deleted job
+        controller.queue.shut_down()
+        await pool
+
+    asyncio.run(go())
