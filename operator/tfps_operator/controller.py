@@ -1,11 +1,20 @@
-"""One reconcile loop per PSTrainingJob: observe -> decide (pure) -> apply, then sleep until an event
-about the job or its children wakes it, or until the plan's own deadline (activeDeadline, TTL,
-creation backoff, periodic resync). A loop per job serializes all work on that job by construction.
+"""The controller: watches feed a keyed work queue, a fixed pool of workers drains it.
 
-A pass sends no reads: the job is Kopf's live body of the daemon (refreshed by the watch), its
-children come from the watch indexes (:mod:`.kube.watched`), and our own writes count until the
-watch echoes them. The API server sees only writes, and one GET of the job after a refused
-(stale) status write.
+* The PSTrainingJob watch (Kopf's, ``handlers.py``) hands every body to :meth:`Controller.job_event`,
+  which keeps the newest one per job and queues the job. The children are watched by lean informers of
+  the operator's own (:mod:`.kube.informer`), kept as the small records the reconcile reads
+  (:mod:`.kube.watched`); their events queue the job they belong to.
+* The queue (:mod:`.workqueue`) holds each job at most once and hands it to one worker at a time, so
+  all work on one job is serialized by construction. A worker runs one pass, observe -> decide (pure)
+  -> apply, and queues the job again when the pass says (activeDeadline, TTL, back-off, resync); a
+  failed pass is delayed by the queue's per-key back-off.
+* A Running job's progress poll (:mod:`.monitor`) is a timed key of its own in the same queue.
+
+A pass sends no reads: the job is the watch's newest body, its children come from the informers, and
+our own writes count until the watch echoes them. The API server sees only writes, and one GET of the
+job after a refused (stale) status write. No worker starts before every informer has listed its
+children, so a restarted operator decides nothing on a partial view. Nothing blocks a job's deletion:
+no finalizer; a job that is gone is dropped from the queue and forgotten.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -27,17 +36,18 @@ from .kube.client import ApiError, Kube
 from .kube.executor import ExecutionResult, dry_run, execute, post_events
 from .kube.watched import RecentWrites, Views
 from .manifests import names
+from .monitor import ProgressMonitor
 from .reconcile import admission, pacing, writes
 from .reconcile.machine import creation_failed, invalid_spec, reconcile
 from .reconcile.observed import observe
 from .reconcile.plan import Plan
-from .settings import FINALIZER, OperatorSettings
+from .settings import OperatorSettings
+from .workqueue import ShutDown, WorkQueue
 
 log = logging.getLogger(__name__)
 
-FINALIZER_WAIT_SECONDS = 10.0
-"""Upper bound on waiting for the watch to echo Kopf's finalizer (see ``_await_finalizer``); under
-load (hundreds of jobs created at once) the echo takes seconds."""
+Key = tuple[Literal["job", "progress"], str, str]
+"""A queue key: what to do (a reconcile pass, a progress poll), namespace, job name."""
 
 
 def parse_status(raw: dict[str, Any] | None) -> PSTrainingJobStatus:
@@ -64,20 +74,6 @@ def now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
 
-async def _sleep(delay: float, wake: asyncio.Event, stopped: Any) -> None:
-    """Sleep until ``delay`` passes, ``wake`` is set, or Kopf stops the daemon."""
-
-    async def until_stopped() -> None:
-        await stopped.wait()
-
-    waiters = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(until_stopped())]
-    try:
-        await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()
-
-
 def _rv(body: Mapping[str, Any]) -> int:
     """The resourceVersion as a number (etcd's revision); -1 when it is not one (then never preferred)."""
     try:
@@ -86,11 +82,16 @@ def _rv(body: Mapping[str, Any]) -> int:
         return -1
 
 
+def trimmed(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a job's body a pass reads (managedFields and the like are dropped)."""
+    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
+    return {
+        k: v for k, v in {**body, "metadata": meta}.items() if k in ("apiVersion", "kind", "metadata", "spec", "status")
+    }
+
+
 @dataclass
 class _JobState:
-    wake: asyncio.Event
-    failed_passes: int = 0
-    """Passes in a row that failed (a child not created, or an error): the retry back-off grows with them."""
     recent: RecentWrites = field(default_factory=RecentWrites)
     written: dict[str, Any] | None = None
     """The job as our last status write (or a re-read after a conflict) returned it, until the watch
@@ -99,6 +100,10 @@ class _JobState:
     """monotonic() of our last status write."""
     progress_writes: int = 0
     """Progress-only status writes since the last significant one: each doubles the wait for the next."""
+    last_pass: float = float("-inf")
+    """monotonic() at the end of the last pass (an event soon after it waits to settle)."""
+    phase: str | None = None
+    """The phase the last pass left the job in."""
 
     def progress_wait(self, settings: OperatorSettings, now: float) -> float:
         """Seconds until a progress-only status change may be written (:func:`.pacing.progress_wait`)."""
@@ -121,71 +126,132 @@ class _JobState:
 
 
 class Controller:
-    def __init__(self, kube: Kube, settings: OperatorSettings):
+    def __init__(self, kube: Kube, settings: OperatorSettings, views: Views | None = None):
         self.kube = kube
         self.settings = settings
+        self.views = views or Views(pods={}, export_jobs={})
+        """The informers (set by the runner once they exist)."""
+        self.monitor: ProgressMonitor | None = None
         self.jobs: dict[str, _JobState] = {}
+        self.bodies: dict[str, dict[str, Any]] = {}
+        """The newest body of every job the watch reported, by ``namespace/name``."""
         self._parsed: dict[tuple[str, int], PSTrainingJob | str] = {}
+        self.queue: WorkQueue[Key] = WorkQueue(
+            lambda failures: pacing.retry_delay(failures, settings.retry_base_seconds, settings.retry_max_seconds)
+        )
         self._passes: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self.active = asyncio.Event()
+        """Set while this replica may act; cleared while peering pauses it (then the workers stop
+        taking keys, and the queue keeps them for when it resumes)."""
+        if settings.peering is None:
+            self.active.set()
 
     def _pass_slot(self) -> asyncio.Semaphore:
-        """At most ``max_concurrent_passes`` jobs reconcile at once. A pass holds its plan (whole
-        manifests) and its requests until they are answered; without a bound, a thousand new jobs
-        all planning at once held ~8,000 pod manifests and ~3,000 requests queued behind the
-        connection pool, for no gain in speed (the API server is the bottleneck)."""
+        """At most ``max_concurrent_passes`` jobs reconcile at once (the pool's size; also a bound for
+        passes run outside it). A pass holds its plan (whole manifests) and its requests until they are
+        answered; without a bound, a thousand new jobs all planning at once held ~8,000 pod manifests
+        and ~3,000 requests queued behind the connection pool, for no gain in speed."""
         loop = asyncio.get_running_loop()
         if self._passes is None or self._passes[0] is not loop:
             self._passes = (loop, asyncio.Semaphore(self.settings.max_concurrent_passes))
         return self._passes[1]
 
-    def wake(self, namespace: str, name: str | None, seen: str | None = None, uid: str | None = None) -> None:
-        """Something about the job or one of its children (``seen``: ``Kind/name`` with ``uid``)
-        changed: the watch index now holds it; reconcile the job soon."""
-        state = self.jobs.get(f"{namespace}/{name}") if name else None
-        if state is not None:
-            if seen:
-                state.recent.seen(seen, uid)
-            state.wake.set()
+    # --- what the watches report ------------------------------------------------------------------
 
-    async def run(self, namespace: str, name: str, stopped: Any, body: Mapping[str, Any], views: Views) -> None:
-        """The job's loop (a Kopf daemon body); returns when Kopf stops the daemon. ``body`` is the
-        daemon's live view of the job, ``views`` the watch indexes."""
+    def job_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """The job watch reported ``body`` (``event_type`` DELETED: it is gone)."""
+        meta = body.get("metadata") or {}
+        namespace, name = meta.get("namespace", ""), meta.get("name", "")
         key = f"{namespace}/{name}"
-        state = self.jobs[key] = _JobState(asyncio.Event())
-        try:
-            await self._await_finalizer(body, state, stopped)
-            while not stopped:
-                state.wake.clear()
-                delay = await self.reconcile_once(namespace, name, state, body, views)
-                if delay is None:
-                    return
-                delay = pacing.sleep_before_next_pass(delay, self.settings.resync_seconds)
-                if delay > 0:
-                    done = time.monotonic()
-                    await _sleep(delay, state.wake, stopped)
-                    settle = pacing.settle_delay(
-                        state.wake.is_set(), time.monotonic() - done, self.settings.settle_seconds
-                    )
-                    if settle > 0:
-                        await _sleep(settle, asyncio.Event(), stopped)
-        finally:
-            if self.jobs.get(key) is state:
-                del self.jobs[key]
-            metrics.set_phase(key, None)
-            metrics.forget_job(key)
+        if event_type == "DELETED":
+            self.bodies.pop(key, None)
+        else:
+            self.bodies[key] = trimmed(body)
+        self._queue_pass(namespace, name)
 
-    @staticmethod
-    async def _await_finalizer(body: Mapping[str, Any], state: _JobState, stopped: Any) -> None:
-        """Kopf adds its finalizer as it starts the daemon; a status write based on the body before
-        that patch would be refused (stale resourceVersion) and cost a re-read. Wait (briefly) for
-        the watch to deliver the finalized body first."""
-        deadline = time.monotonic() + FINALIZER_WAIT_SECONDS
-        while FINALIZER not in ((body.get("metadata") or {}).get("finalizers") or ()) and not stopped:
-            left = deadline - time.monotonic()
-            if left <= 0:
+    def child_event(self, namespace: str, job: str, key: str, uid: str, changed: bool) -> None:
+        """An informer reported the child ``key`` (``Kind/name`` with ``uid``) of ``job``: the
+        informer now holds it, so an unechoed write of it ends. A changed record queues the job."""
+        state = self.jobs.get(f"{namespace}/{job}")
+        if state is not None:
+            state.recent.seen(key, uid)
+        if changed and f"{namespace}/{job}" in self.bodies:
+            self._queue_pass(namespace, job)
+
+    def _queue_pass(self, namespace: str, name: str) -> None:
+        state = self.jobs.get(f"{namespace}/{name}")
+        since = time.monotonic() - state.last_pass if state is not None else float("inf")
+        self.queue.add_after(("job", namespace, name), pacing.settle_delay(True, since, self.settings.settle_seconds))
+
+    # --- the pool ---------------------------------------------------------------------------------
+
+    async def work(self, synced: list[asyncio.Event]) -> None:
+        """Run :attr:`OperatorSettings.max_concurrent_passes` workers until cancelled or the queue shuts
+        down; none starts before every event in ``synced`` (the informers' initial lists) is set."""
+        for event in synced:
+            await event.wait()
+        await asyncio.gather(*(self._worker() for _ in range(self.settings.max_concurrent_passes)))
+
+    async def _worker(self) -> None:
+        while True:
+            await self.active.wait()
+            try:
+                key = await self.queue.get()
+            except ShutDown:
                 return
-            state.wake.clear()
-            await _sleep(left, state.wake, stopped)
+            try:
+                if key[0] == "job":
+                    await self._job_pass(key[1], key[2])
+                else:
+                    await self._progress_poll(key[1], key[2])
+            except Exception:
+                log.exception("%s %s/%s failed", key[0], key[1], key[2])
+            finally:
+                self.queue.done(key)
+            if not self.active.is_set():  # paused while this key was out: take it up again on resuming
+                self.queue.add(key)
+
+    async def _job_pass(self, namespace: str, name: str) -> None:
+        key = f"{namespace}/{name}"
+        live = self.bodies.get(key)
+        if live is None:  # deleted (or never seen): nothing to do
+            self.forget(namespace, name)
+            return
+        state = self.jobs.get(key)
+        if state is None:
+            state = self.jobs[key] = _JobState()
+        delay = await self.reconcile_once(namespace, name, state, live, self.views)
+        state.last_pass = time.monotonic()
+        if delay is None:  # gone or being deleted: forget it (the watch brings it back if it returns)
+            self.forget(namespace, name)
+            return
+        self.queue.add_after(
+            ("job", namespace, name), pacing.sleep_before_next_pass(delay, self.settings.resync_seconds)
+        )
+        if state.phase == "Running" and self.monitor is not None and self.monitor.start(key):
+            self.queue.add_after(("progress", namespace, name), self.settings.monitor_seconds)
+
+    async def _progress_poll(self, namespace: str, name: str) -> None:
+        """One poll of a Running job's chief; the next one is queued while the job stays Running."""
+        key = f"{namespace}/{name}"
+        state = self.jobs.get(key)
+        body = state.freshest(self.bodies.get(key)) if state is not None else None
+        assert self.monitor is not None
+        if state is None or body is None or (body.get("status") or {}).get("phase") != "Running":
+            self.monitor.stop(key)
+            return
+        await self.monitor.poll(namespace, name, body, self.views)
+        self.queue.add_after(("progress", namespace, name), self.settings.monitor_seconds)
+
+    def forget(self, namespace: str, name: str) -> None:
+        key = f"{namespace}/{name}"
+        self.jobs.pop(key, None)
+        for what in ("job", "progress"):
+            self.queue.discard((what, namespace, name))
+        if self.monitor is not None:
+            self.monitor.stop(key)
+        metrics.set_phase(key, None)
+        metrics.forget_job(key)
 
     def _job(self, body: dict[str, Any]) -> PSTrainingJob | str:
         meta = body["metadata"]
@@ -216,20 +282,19 @@ class Controller:
         except ApiError as exc:
             result = "error"
             log.warning("reconciling %s/%s: %s", namespace, name, exc)
-            return self._backoff(state)
+            return self._backoff(namespace, name)
         except Exception:
             result = "error"
             log.exception("reconciling %s/%s failed", namespace, name)
-            return self._backoff(state)
+            return self._backoff(namespace, name)
         finally:
             metrics.RECONCILES.labels(result=result).inc()
             metrics.RECONCILE_SECONDS.observe(time.monotonic() - started)
 
-    def _backoff(self, state: _JobState) -> float:
-        state.failed_passes += 1
-        return pacing.retry_delay(
-            state.failed_passes, self.settings.retry_base_seconds, self.settings.retry_max_seconds
-        )
+    def _backoff(self, namespace: str, name: str) -> float:
+        """A failed pass (a child not created, or an error): the job's next pass comes after the
+        queue's per-key back-off, which grows with the failures in a row."""
+        return self.queue.add_rate_limited(("job", namespace, name))
 
     def _decide(
         self,
@@ -318,6 +383,7 @@ class Controller:
             state.written = await self.kube.get("PSTrainingJob", namespace, name)
             return 0.0 if state.written is not None else None
         key = f"{namespace}/{name}"
+        state.phase = plan.status.phase
         metrics.set_phase(key, plan.status.phase)
         metrics.set_job(key, plan.status, (body["spec"].get("training") or {}).get("steps"))
         if applied.status_written:
@@ -339,6 +405,6 @@ class Controller:
                         raise
             if event:
                 await post_events(self.kube, body, [event])
-            return self._backoff(state)
-        state.failed_passes = 0
+            return self._backoff(namespace, name)
+        self.queue.forget(("job", namespace, name))
         return pacing.next_pass(acted or bool(plan.actions), plan.requeue_after, self.settings.resync_seconds)

@@ -1,23 +1,21 @@
 """Kopf registrations, nothing else: every rule lives in :mod:`tfps_operator.reconcile`.
 
-* one daemon per PSTrainingJob runs its reconcile loop (:class:`~tfps_operator.controller.Controller`);
-* one more per Running job polls its chief's progress (:class:`~tfps_operator.monitor.ProgressMonitor`);
-* indexes of the operator's children (pods, export Jobs, Services, NetworkPolicies, PVCs, and
-  PodGroups when gang scheduling is on: :func:`register_gang_handlers`), reduced
-  to small observations and keyed by (namespace, job), are what those loops read instead of the API
-  server (:mod:`tfps_operator.kube.watched`); Kopf fills them before any daemon starts;
-* read-only event handlers on the job and its children wake that loop. Indexes and event handlers
-  store nothing on objects, so Kopf never writes annotations or finalizers on children.
+Kopf logs in, runs peering, serves the liveness probe and watches the PSTrainingJobs: a read-only
+event handler hands every job body to the controller (:class:`~tfps_operator.controller.Controller`),
+which queues it. The controller's children are watched by its own lean informers
+(:mod:`tfps_operator.kube.informer`), started here with the pool of workers that drains the queue.
+No handler needs a finalizer, so Kopf adds none (and removes the one an older operator left).
 
-Kopf's own bookkeeping on the PSTrainingJob (the finalizer that lets the daemon stop cleanly) uses
-the ``tfps.dev`` prefix. ``memo.settings`` (an :class:`~tfps_operator.settings.OperatorSettings`)
-is provided by the runner.
+Kopf's own bookkeeping uses the ``tfps.dev`` prefix. ``memo.settings`` (an
+:class:`~tfps_operator.settings.OperatorSettings`) is provided by the runner.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -25,22 +23,50 @@ import kopf
 from .api.models import GROUP, PLURAL, VERSION
 from .controller import Controller
 from .kube.client import Kube
-from .kube.watched import ChildRef, JobKey, Views, child_ref
+from .kube.informer import Informer
+from .kube.watched import Views, child_ref
 from .manifests import podgroup
 from .manifests.labels import JOB_NAME, MANAGED_BY
 from .monitor import ProgressMonitor
-from .reconcile.observed import BatchJobObs, PodObs, batch_job_obs, pod_obs
-from .settings import FINALIZER, PREFIX, OperatorSettings
+from .reconcile.observed import batch_job_obs, pod_obs
+from .settings import FINALIZER, PREFIX
 
-MANAGED = {"app.kubernetes.io/managed-by": MANAGED_BY}
-WATCHED_CHILDREN = (
-    ("v1", "pods"),
-    ("batch/v1", "jobs"),
-    ("v1", "services"),
-    ("v1", "persistentvolumeclaims"),
-    ("networking.k8s.io/v1", "networkpolicies"),
-)
-"""Child resources watched (server-side filtered to the operator's own, by label)."""
+CHILDREN = f"app.kubernetes.io/managed-by={MANAGED_BY},{JOB_NAME}"
+"""The label selector of the children's informers (the operator's own, of some job)."""
+
+
+def informers(kube: Kube, controller: Controller, namespaces: tuple[str, ...], gang: bool) -> Views:
+    """The children's informers, as the views a pass reads."""
+
+    def make(kind: str, reduce: Callable[[dict[str, Any]], Any]) -> Informer[Any]:
+        return Informer(kube, kind, namespaces, CHILDREN, reduce, controller.child_event)
+
+    def ref(kind: str) -> Callable[[dict[str, Any]], Any]:
+        return lambda body: child_ref(kind, body)
+
+    kinds = ["Service", "NetworkPolicy", "PersistentVolumeClaim"] + ([podgroup.KIND] if gang else [])
+    return Views(
+        pods=make("Pod", pod_obs),
+        export_jobs=make("Job", batch_job_obs),
+        children=tuple(make(k, ref(k)) for k in kinds),
+    )
+
+
+class _PeeringState(logging.Handler):
+    """Follows Kopf's peering verdicts (it exposes no hook for them, only these log lines) and
+    pauses or resumes the controller's workers with them: a replica starts paused and acts only once
+    Kopf resumes it, like Kopf's own handlers."""
+
+    def __init__(self, controller: Controller):
+        super().__init__(logging.INFO)
+        self.controller = controller
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith(("Pausing operations", "Pausing all operators")):
+            self.controller.active.clear()
+        elif message.startswith("Resuming operations"):
+            self.controller.active.set()
 
 
 @kopf.on.startup()
@@ -54,17 +80,23 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: ko
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     settings.peering.lifetime = ours.peering_lifetime
-    # Filter pods and Jobs on the server: only the operator's own children are ever sent to it.
-    selector = ",".join(f"{k}={v}" for k, v in MANAGED.items())
-    for resource in WATCHED_CHILDREN + ((podgroup.API_VERSION, "podgroups"),):
-        settings.watching.label_selectors[resource] = selector
     kube = await Kube.connect(
         lambda: credentials(settings, memo),
         timeout=ours.api_timeout_seconds,
         connect_timeout=ours.api_connect_timeout_seconds,
     )
-    memo.controller = Controller(kube, ours)
-    memo.monitor = ProgressMonitor(memo.controller.kube, ours)
+    controller = memo.controller = Controller(kube, ours)
+    controller.monitor = ProgressMonitor(kube, ours)
+    if ours.peering is not None:
+        peering_log = logging.getLogger("kopf._core.engines.peering")
+        peering_log.addHandler(_PeeringState(controller))
+        if peering_log.getEffectiveLevel() > logging.INFO:
+            peering_log.setLevel(logging.INFO)
+    views = controller.views = informers(kube, controller, ours.namespaces, podgroup.gang_enabled(ours.build))
+    watched = [views.pods, views.export_jobs, *views.children]
+    assert all(isinstance(w, Informer) for w in watched)
+    memo.tasks = [asyncio.create_task(w.run()) for w in watched if isinstance(w, Informer)]
+    memo.tasks.append(asyncio.create_task(controller.work([w.synced for w in watched if isinstance(w, Informer)])))
     logger.info("tfps operator ready (namespaces: %s)", ", ".join(ours.namespaces) or "all")
 
 
@@ -84,150 +116,26 @@ kopf.on.login(id="login")(credentials)
 
 @kopf.on.cleanup()
 async def close(memo: kopf.Memo, **_: Any) -> None:
-    if getattr(memo, "monitor", None) is not None:
-        await memo.monitor.close()
-    if getattr(memo, "controller", None) is not None:
-        await memo.controller.kube.close()
-
-
-# --- indexes: what the loops read instead of the API server ----------------------------------------
-# Coroutines on purpose: Kopf runs a plain function handler in a thread pool, a hop per event.
-
-
-def _key(namespace: str | None, labels: Mapping[str, str]) -> JobKey | None:
-    job = labels.get(JOB_NAME)
-    return (namespace, job) if namespace and job else None
-
-
-@kopf.index("", "v1", "pods", labels=MANAGED)
-async def pods_by_job(
-    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
-) -> dict[JobKey, PodObs] | None:
-    key = _key(namespace, labels)
-    return {key: pod_obs(body)} if key else None
-
-
-@kopf.index("batch", "v1", "jobs", labels=MANAGED)
-async def export_jobs_by_job(
-    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
-) -> dict[JobKey, BatchJobObs] | None:
-    key = _key(namespace, labels)
-    return {key: batch_job_obs(body)} if key else None
-
-
-@kopf.index("", "v1", "services", labels=MANAGED)
-async def services_by_job(
-    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
-) -> dict[JobKey, ChildRef] | None:
-    key = _key(namespace, labels)
-    return {key: child_ref("Service", body)} if key else None
-
-
-@kopf.index("networking.k8s.io", "v1", "networkpolicies", labels=MANAGED)
-async def network_policies_by_job(
-    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
-) -> dict[JobKey, ChildRef] | None:
-    key = _key(namespace, labels)
-    return {key: child_ref("NetworkPolicy", body)} if key else None
-
-
-@kopf.index("", "v1", "persistentvolumeclaims", labels=MANAGED)
-async def claims_by_job(
-    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
-) -> dict[JobKey, ChildRef] | None:
-    key = _key(namespace, labels)
-    return {key: child_ref("PersistentVolumeClaim", body)} if key else None
-
-
-async def pod_groups_by_job(
-    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
-) -> dict[JobKey, ChildRef] | None:
-    key = _key(namespace, labels)
-    return {key: child_ref(podgroup.KIND, body)} if key else None
-
-
-def register_gang_handlers(settings: OperatorSettings) -> None:
-    """The PodGroup index and wake-up, only when the operator gang-schedules: without it the
-    PodGroup CRD may not exist and the chart grants no access to PodGroups."""
-    if not podgroup.gang_enabled(settings.build):
-        return
-    group, version = podgroup.API_VERSION.split("/")
-    kopf.index(group, version, "podgroups", labels=MANAGED, id="pod_groups_by_job")(pod_groups_by_job)
-    kopf.on.event(group, version, "podgroups", labels=MANAGED, id="pod_group_event")(_child_event(podgroup.KIND))
-
-
-def _views(kw: dict[str, Any]) -> Views:
-    pod_groups = (kw["pod_groups_by_job"],) if "pod_groups_by_job" in kw else ()
-    return Views(
-        pods=kw["pods_by_job"],
-        export_jobs=kw["export_jobs_by_job"],
-        children=(kw["services_by_job"], kw["network_policies_by_job"], kw["claims_by_job"], *pod_groups),
-    )
-
-
-# --- the loops ------------------------------------------------------------------------------------
-
-
-def _namespaced(namespace: str | None) -> str:
-    """Kopf types ``namespace`` for cluster-scoped resources too; the job and its children are namespaced."""
-    assert namespace is not None
-    return namespace
-
-
-@kopf.daemon(GROUP, VERSION, PLURAL, id="reconcile", cancellation_backoff=2, cancellation_timeout=10)
-async def job_loop(
-    name: str, namespace: str | None, stopped: kopf.DaemonStopped, memo: kopf.Memo, body: kopf.Body, **kw: Any
-) -> None:
-    await memo.controller.run(_namespaced(namespace), name, stopped, body, _views(kw))
-
-
-@kopf.daemon(
-    GROUP,
-    VERSION,
-    PLURAL,
-    id="progress",
-    field="status.phase",
-    value="Running",
-    cancellation_backoff=1,
-    cancellation_timeout=5,
-)
-async def progress_loop(
-    name: str, namespace: str | None, stopped: kopf.DaemonStopped, memo: kopf.Memo, body: kopf.Body, **kw: Any
-) -> None:
-    """Pulls the chief's progress into status.checkpoint/progress while the job is Running (monitor.py)."""
-    await memo.monitor.run(_namespaced(namespace), name, stopped, body, _views(kw))
-
-
-# --- wake-ups -------------------------------------------------------------------------------------
+    for task in getattr(memo, "tasks", ()):
+        task.cancel()
+    for task in getattr(memo, "tasks", ()):
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+    controller = getattr(memo, "controller", None)
+    if controller is not None:
+        if controller.monitor is not None:
+            await controller.monitor.close()
+        await controller.kube.close()
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def job_event(name: str, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
-    memo.controller.wake(_namespaced(namespace), name)
-
-
-def _child_event(kind: str) -> Any:
-    async def wake(
-        name: str, uid: str, labels: Mapping[str, str], namespace: str | None, memo: kopf.Memo, **_: Any
-    ) -> None:
-        memo.controller.wake(_namespaced(namespace), labels.get(JOB_NAME), f"{kind}/{name}", uid)
-
-    return wake
-
-
-kopf.on.event("", "v1", "pods", labels=MANAGED, id="pod_event")(_child_event("Pod"))
-kopf.on.event("batch", "v1", "jobs", labels=MANAGED, id="export_job_event")(_child_event("Job"))
-kopf.on.event("", "v1", "services", labels=MANAGED, id="service_event")(_child_event("Service"))
-kopf.on.event("networking.k8s.io", "v1", "networkpolicies", labels=MANAGED, id="network_policy_event")(
-    _child_event("NetworkPolicy")
-)
-kopf.on.event("", "v1", "persistentvolumeclaims", labels=MANAGED, id="claim_event")(
-    _child_event("PersistentVolumeClaim")
-)
+async def job_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    """Every event about a job: the controller keeps its newest body and queues it."""
+    memo.controller.job_event(event.get("type"), event["object"])
 
 
 @kopf.on.probe(id="jobs")
 def jobs_probe(memo: kopf.Memo, **_: Any) -> int:
-    """Reported by the liveness endpoint: the number of jobs with a running loop."""
+    """Reported by the liveness endpoint: the number of jobs the controller looks after."""
     controller = getattr(memo, "controller", None)
     return len(controller.jobs) if controller else 0

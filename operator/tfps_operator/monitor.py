@@ -10,8 +10,9 @@ merge-patches the two fields it writes through the status subresource, only when
 which the monitor, polling only while the job is Running, may not have seen; the reconciler also reads
 it for the stall rule (:mod:`.reconcile.stall`).
 
-One poller per job, run by a Kopf daemon that exists only while ``status.phase`` is Running
-(handlers.py). An unreachable chief or a bad answer is logged at debug level and counted
+A poll is a timed key in the controller's work queue, queued again every ``monitor_seconds`` while
+``status.phase`` is Running; the monitor keeps a small poller (the chief's address, the fields last
+written) per Running job only. An unreachable chief or a bad answer is logged at debug level and counted
 (``tfps_progress_polls_total``); it never ends the poller. Parsing and change detection are pure; the
 answer's schema is :class:`tfps_trainer.progress_report.ProgressReport`.
 """
@@ -143,7 +144,8 @@ class ProgressMonitor:
         self.port = settings.build.progress_port
         self.timeout = aiohttp.ClientTimeout(total=min(5.0, max(0.5, self.interval * 0.8)))
         self._session: aiohttp.ClientSession | None = None
-        self.polling: set[str] = set()
+        self.pollers: dict[str, _Poller] = {}
+        """``namespace/name`` of every Running job -> its poller."""
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -156,18 +158,24 @@ class ProgressMonitor:
         if self._session is not None:
             await self._session.close()
 
-    async def run(self, namespace: str, name: str, stopped: Any, body: Mapping[str, Any], views: Views) -> None:
-        """Poll until Kopf stops the daemon (the job left Running, was deleted, or the operator stops).
-        ``body`` is the daemon's live view of the job, ``views`` the watch indexes."""
-        key = f"{namespace}/{name}"
-        self.polling.add(key)
-        poller = _Poller(self, namespace, name, body, views)
-        try:
-            while not stopped:
-                await poller.poll_once()
-                await stopped.wait(self.interval)
-        finally:
-            self.polling.discard(key)
+    def start(self, key: str) -> bool:
+        """Start polling the job ``key`` (``namespace/name``); False when it is polled already."""
+        if key in self.pollers:
+            return False
+        namespace, _, name = key.partition("/")
+        self.pollers[key] = _Poller(self, namespace, name)
+        return True
+
+    def stop(self, key: str) -> None:
+        self.pollers.pop(key, None)
+
+    async def poll(self, namespace: str, name: str, body: Mapping[str, Any], views: Views) -> str:
+        """One poll of a Running job (``body``: its newest body; ``views``: the informers); returns
+        the result label it counted."""
+        poller = self.pollers.get(f"{namespace}/{name}")
+        if poller is None:
+            poller = self.pollers[f"{namespace}/{name}"] = _Poller(self, namespace, name)
+        return await poller.poll_once(body, views)
 
     async def fetch(self, address: str) -> bytes:
         """GET the chief's /status (raises aiohttp.ClientError, OSError or asyncio.TimeoutError)."""
@@ -177,18 +185,17 @@ class ProgressMonitor:
 
 
 class _Poller:
-    def __init__(self, monitor: ProgressMonitor, namespace: str, name: str, body: Mapping[str, Any], views: Views):
+    def __init__(self, monitor: ProgressMonitor, namespace: str, name: str):
         self.m, self.namespace, self.name = monitor, namespace, name
-        self.body, self.views = body, views
         self.address: str | None = None
         self.current: PSTrainingJobStatus | None = None
         """The monitor's fields as last written (None: take them from the live body)."""
 
-    async def poll_once(self) -> str:
+    async def poll_once(self, body: Mapping[str, Any], views: Views) -> str:
         """One poll; returns the result label it counted (ok, unchanged, no_chief, unreachable, invalid, error)."""
         result = "error"
         try:
-            result = await self._poll()
+            result = await self._poll(body, views)
         except ApiError as exc:
             log.debug("progress of %s/%s: %s", self.namespace, self.name, exc)
             if exc.status in (404, 409):
@@ -198,12 +205,12 @@ class _Poller:
         metrics.PROGRESS_POLLS.labels(result=result).inc()
         return result
 
-    async def _poll(self) -> str:
+    async def _poll(self, body: Mapping[str, Any], views: Views) -> str:
         if self.current is None:
-            self.current = owned_status(self.body.get("status"))
+            self.current = owned_status(body.get("status"))
         if self.address is None:
             self.address = chief_address(
-                self.views.chief((self.namespace, self.name), names.pod_name(self.name, "chief", 0))
+                views.chief((self.namespace, self.name), names.pod_name(self.name, "chief", 0))
             )
             if self.address is None:
                 return "no_chief"

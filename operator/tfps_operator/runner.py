@@ -69,9 +69,7 @@ def main(args: Any) -> int:
         os.environ["KUBECONFIG"] = s.kubeconfig  # Kopf's own login reads it
     _configure_logging(s)
     metrics.serve(s.metrics_port, s.bind_address)
-    from . import handlers  # registers the handlers
-
-    handlers.register_gang_handlers(s)
+    from . import handlers  # noqa: F401 - registers the handlers
 
     log.info(
         "starting: namespaces=%s peering=%s health=%s:%d metrics=%s:%d",

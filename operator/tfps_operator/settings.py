@@ -94,7 +94,8 @@ class OperatorSettings:
     api_connect_timeout_seconds: float = 5.0
     """Longest opening a connection to the API server may take."""
     max_concurrent_passes: int = 32
-    """Jobs reconciled at once; the others wait their turn (bounds the memory of a burst of new jobs)."""
+    """Workers draining the work queue: jobs reconciled (or chiefs polled) at once; the others wait
+    their turn (bounds the memory of a burst of new jobs)."""
     build: BuildConfig = field(default_factory=BuildConfig)
 
 

@@ -112,6 +112,7 @@ def test_chart_sets_only_settings_the_operator_reads(values: Path):
     assert s.bind_address == "0.0.0.0"  # reachable by the kubelet's liveness probe
     assert s.build.default_image == env["TFPS_DEFAULT_IMAGE"]
     assert s.peering == (vals.get("operator", {}).get("peering") or None)
+    assert s.max_concurrent_passes == vals.get("operator", {}).get("workers", 32)
     assert s.build.operator_namespace_labels == {"kubernetes.io/metadata.name": "tfps-system"}
     scraper = vals.get("metrics", {}).get("trainer", {}).get("scraper", {})
     if scraper.get("enabled"):

@@ -64,7 +64,8 @@ def test_apply_creates_pods_service_and_network_policy_with_tf_config(kube, oper
         # Kopf keeps its bookkeeping off the pods: no finalizers, no annotations of its own.
         assert not pod["metadata"].get("finalizers")
         assert not [a for a in (pod["metadata"].get("annotations") or {}) if "kopf" in a or a.startswith("tfps.dev/")]
-    assert "tfps.dev/finalizer" in job["metadata"]["finalizers"]
+    # Nothing blocks the job's deletion: no finalizer, and no annotations of Kopf's.
+    assert not job["metadata"].get("finalizers")
     assert not [a for a in (job["metadata"].get("annotations") or {}) if "kopf.zalando.org" in a]
 
     svc = kube.d(kube.core.read_namespaced_service("j", ns))
@@ -325,10 +326,40 @@ def test_deleting_the_job_deletes_every_child(kube, operator):
     kube.create_job(job_body("j"))
     kube.wait_phase("j", "Running")
     kube.delete_job("j")
-    kube.wait_until(lambda: kube.job("j") is None, timeout=30, what="job gone (finalizer released)")
+    kube.wait_until(lambda: kube.job("j") is None, timeout=30, what="job gone")
     kube.wait_until(lambda: not kube.trainer_pods("j"), timeout=30, what="pods garbage-collected")
     kube.wait_until(lambda: not kube.core.list_namespaced_service(kube.ns).items, timeout=30, what="service gone")
     kube.wait_until(lambda: not kube.net.list_namespaced_network_policy(kube.ns).items, timeout=30, what="netpol gone")
+
+
+def test_a_job_deleted_while_the_operator_is_down_goes_at_once_and_the_restarted_operator_forgets_it(
+    kube, start_operator
+):
+    op = start_operator(kube.ns)
+    kube.create_job(job_body("j"))
+    kube.create_job(job_body("k"))
+    kube.wait_phase("j", "Running")
+    kube.wait_phase("k", "Running")
+    op.kill()
+    kube.delete_job("j")
+    kube.wait_until(lambda: kube.job("j") is None, timeout=10, what="job gone without the operator")
+    kube.wait_until(lambda: not kube.trainer_pods("j"), timeout=30, what="its pods garbage-collected")
+    op2 = start_operator(kube.ns)
+    kube.wait_until(lambda: _reconciles(op2.metrics()) >= 1, timeout=20, what="a reconciliation after restart")
+    kube.finish_pod("k-chief-0", "Succeeded", 0)  # the other job is still looked after
+    kube.wait_phase("k", "Succeeded")
+    assert not kube.trainer_pods("j")  # nothing of the deleted job came back
+    assert "could not" not in op2.log()
+
+
+def test_a_finalizer_left_by_an_older_operator_is_removed(kube, operator):
+    body = job_body("j")
+    body["metadata"]["finalizers"] = ["tfps.dev/finalizer"]
+    kube.create_job(body)
+    kube.wait_phase("j", "Running")
+    kube.wait_until(lambda: not kube.job("j")["metadata"].get("finalizers"), timeout=20, what="finalizer removed")
+    kube.delete_job("j")
+    kube.wait_until(lambda: kube.job("j") is None, timeout=30, what="job gone")
 
 
 def test_operator_killed_mid_job_restarts_without_duplicates_or_double_counting(kube, start_operator):

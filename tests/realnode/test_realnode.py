@@ -241,7 +241,7 @@ def operated(realnode, cluster, k8s, namespace, wait_until, hostpath_pv, tmp_pat
         try:
             yield kube, op, hostpath_pv
         finally:
-            # jobs carry the operator's finalizer: delete them while it still runs, or the namespace hangs
+            # delete the jobs while the operator runs, so their children go with them
             for j in kube.custom.list_namespaced_custom_object("tfps.dev", "v1alpha1", namespace, "pstrainingjobs")[
                 "items"
             ]:

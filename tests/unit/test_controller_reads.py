@@ -102,7 +102,7 @@ def one_pass(controller: Controller, state: _JobState, live: dict[str, Any], vie
 def test_a_new_job_is_built_without_a_single_read_and_a_second_pass_creates_nothing():
     kube = RecordingKube(job_body())
     controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
-    state = _JobState(asyncio.Event())
+    state = _JobState()
     one_pass(controller, state, job_body(), empty_views())
     verbs = [c[0] for c in kube.calls]
     assert "GET" not in verbs
@@ -134,7 +134,7 @@ def test_a_restart_is_durable_before_its_pods_are_recreated():
     """Only a brand-new job's children may precede its status: a restart is counted first."""
     kube = RecordingKube(job_body())
     controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
-    state = _JobState(asyncio.Event())
+    state = _JobState()
     one_pass(controller, state, job_body(), empty_views())
     import dataclasses
 
@@ -159,7 +159,7 @@ def test_a_restart_is_durable_before_its_pods_are_recreated():
 def test_a_refused_status_write_reads_the_job_once_and_decides_again_from_it():
     kube = RecordingKube(job_body(), conflict_once=True)
     controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
-    state = _JobState(asyncio.Event())
+    state = _JobState()
     assert one_pass(controller, state, job_body(), empty_views()) == 0.0
     assert kube.calls[-2:] == [("PATCH", "status", "mnist"), ("GET", "PSTrainingJob", "mnist")]
     kube.calls.clear()
@@ -168,7 +168,7 @@ def test_a_refused_status_write_reads_the_job_once_and_decides_again_from_it():
 
 
 def test_the_live_body_wins_once_it_is_as_new_as_our_write():
-    state = _JobState(asyncio.Event())
+    state = _JobState()
     state.written = job_body(rv=12, phase="Pending")
     assert state.freshest(job_body(rv=11))["metadata"]["resourceVersion"] == "12"
     newer = job_body(rv=13, phase="Running")
@@ -277,7 +277,7 @@ def test_a_pass_that_only_moves_counts_right_after_a_write_defers_it():
 
     kube = RecordingKube(job_body())
     controller = Controller(kube, dataclasses.replace(SETTINGS, status_interval_seconds=60.0))  # type: ignore[arg-type]
-    state = _JobState(asyncio.Event())
+    state = _JobState()
     one_pass(controller, state, job_body(), empty_views())  # children created, then Pending + Created=True
     scheduled = [dataclasses.replace(p, scheduled=True) for p in state.recent.pods([])][:1]
     kube.calls.clear()
@@ -295,7 +295,7 @@ def test_progress_only_writes_space_out_and_a_significant_write_resets_them():
     from tfps_operator.kube.executor import ExecutionResult
 
     settings = dataclasses.replace(SETTINGS, status_interval_seconds=3.0, status_interval_max_seconds=30.0)
-    state = _JobState(asyncio.Event())
+    state = _JobState()
     waits = []
     for _ in range(6):  # six progress-only writes in a row
         Controller._remember(state, ExecutionResult(status_written=True), progress_only=True)
@@ -345,10 +345,7 @@ def test_at_most_max_concurrent_passes_jobs_reconcile_at_once():
 
     async def all_jobs() -> list[float | None]:
         return await asyncio.gather(
-            *(
-                controller.reconcile_once("team-a", f"j{i}", _JobState(asyncio.Event()), named(i), empty_views())
-                for i in range(6)
-            )
+            *(controller.reconcile_once("team-a", f"j{i}", _JobState(), named(i), empty_views()) for i in range(6))
         )
 
     delays = asyncio.run(all_jobs())
@@ -367,7 +364,7 @@ def test_a_new_run_the_api_server_refuses_creates_nothing_and_fails_as_invalid_s
     refuse["Service/mnist"] = (409, "already exists")  # an existing child is no refusal
     kube = RecordingKube(job_body(), refuse=refuse)
     controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
-    state = _JobState(asyncio.Event())
+    state = _JobState()
     one_pass(controller, state, job_body(), empty_views())
     assert len(kube.dry_runs) == 7  # the pods, the Service, the NetworkPolicy and the export Job
     assert not [c for c in kube.calls if c[0] == "POST" and c[1] != "Event"]  # nothing created
@@ -389,3 +386,37 @@ def test_an_exceeded_quota_is_no_refusal_the_create_retries_it():
     assert not is_refusal(403, 'pods "a" is forbidden: exceeded quota: q, requested: pods=1')
     assert is_refusal(403, 'pods "a" is forbidden: violates PodSecurity "restricted:latest": privileged')
     assert is_refusal(422, "x") and is_refusal(400, "x") and not is_refusal(409, "x") and not is_refusal(504, "x")
+
+
+def test_the_pool_reconciles_a_watched_job_once_per_burst_and_forgets_a_deleted_one():
+    kube = RecordingKube(job_body())
+    controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
+    controller.views = empty_views()
+
+    async def go() -> None:
+        synced = asyncio.Event()
+        pool = asyncio.ensure_future(controller.work([synced]))
+        controller.job_event(None, job_body())
+        controller.job_event("MODIFIED", job_body())  # the same job twice before a worker is free: one key
+        assert len(controller.queue) == 1
+        await asyncio.sleep(0.05)
+        assert not kube.calls  # no worker starts before the informers are synced
+        synced.set()
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if controller.queue.delayed():  # the pass is over: its next look is scheduled
+                break
+        assert "team-a/mnist" in controller.jobs
+        assert [c for c in kube.calls if c[1] == "Pod"]  # its children created
+        assert ("PATCH", "status", "mnist") in kube.calls and controller.queue.delayed() == 1
+        calls = len(kube.calls)
+        controller.child_event("team-a", "mnist", "Pod/mnist-ps-0", "uid-mnist-ps-0", changed=False)
+        assert len(controller.queue) == 0  # an event that changes no record queues nothing
+        controller.job_event("DELETED", job_body())
+        await asyncio.sleep(controller.settings.settle_seconds + 0.1)
+        assert "team-a/mnist" not in controller.jobs and controller.queue.delayed() == 0
+        assert len(kube.calls) == calls  # nothing sent for a deleted job
+        controller.queue.shut_down()
+        await pool
+
+    asyncio.run(go())

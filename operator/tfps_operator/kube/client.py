@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -60,9 +60,11 @@ class ChildConflict(Exception):
     """A child's name is taken by an object this job does not control."""
 
 
-def _path(kind: str, namespace: str, name: str | None = None, sub: str | None = None) -> str:
+def _path(kind: str, namespace: str | None, name: str | None = None, sub: str | None = None) -> str:
+    """The resource path; ``namespace`` None: across all namespaces (lists and watches only)."""
     base, plural = RESOURCES[kind]
-    return "/".join(filter(None, (f"{base}/namespaces/{namespace}/{plural}", name, sub)))
+    where = f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
+    return "/".join(filter(None, (where, name, sub)))
 
 
 def controller_uid(obj: Mapping[str, Any]) -> str | None:
@@ -175,6 +177,52 @@ class Kube:
             if exc.status == 404:
                 return None
             raise
+
+    async def list_page(
+        self, kind: str, namespace: str | None, label_selector: str, limit: int, cont: str | None = None
+    ) -> dict[str, Any]:
+        """One page of a list (``namespace`` None: all namespaces); ``metadata.continue`` names the next."""
+        query: list[tuple[str, Any]] = [("labelSelector", label_selector), ("limit", limit)]
+        if cont:
+            query.append(("continue", cont))
+        out: dict[str, Any] = await self.request("GET", _path(kind, namespace), what=f"{kind} list", query=query)
+        return out
+
+    async def watch(
+        self, kind: str, namespace: str | None, label_selector: str, resource_version: str, timeout_seconds: int
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The watch events (``{"type", "object"}``) after ``resource_version``, with bookmarks, until
+        the server ends the stream (about ``timeout_seconds``). Raises :class:`ApiError` when refused."""
+        query: list[tuple[str, Any]] = [
+            ("watch", "1"),
+            ("labelSelector", label_selector),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", timeout_seconds),
+        ]
+        if self._session is None or self._session.closed:
+            self._open()
+        assert self._session is not None
+        timeout = aiohttp.ClientTimeout(total=None, connect=self.timeout.connect, sock_read=timeout_seconds + 30)
+        async with self._session.get(self._server + _path(kind, namespace), params=query, timeout=timeout) as resp:
+            if resp.status == 401:  # a rotated token: log in again for the next attempt
+                await self.close()
+                self._open()
+            if resp.status >= 400:
+                raw = await resp.read()
+                try:
+                    message = json.loads(raw or b"{}").get("message") or resp.reason or ""
+                except (TypeError, ValueError, AttributeError):
+                    message = raw.decode(errors="replace")[:500]
+                metrics.API_ERRORS.labels(verb="watch", code=str(resp.status)).inc()
+                raise ApiError(resp.status, resp.reason or "", str(message), "WATCH", f"{kind} watch")
+            pending = b""
+            async for chunk in resp.content.iter_any():
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
 
     # --- writes ---------------------------------------------------------------------------------
 

@@ -1,10 +1,9 @@
 """What the operator knows of a job's children without asking the API server.
 
-The reconcile loop reads nothing per pass: Kopf's watch streams keep indexes of the operator's own
-children (pods, export Jobs, Services, NetworkPolicies, PVCs, selected on the server by the
-``managed-by`` label, reduced to small observations; see ``handlers.py``). Kopf fills every index
-from its initial listing before any daemon starts, so a restarted operator sees every child before
-its first decision.
+A pass reads nothing from the API server: the operator's informers (:mod:`.informer`) keep the
+operator's own children (pods, export Jobs, Services, NetworkPolicies, PVCs, PodGroups, selected on
+the server by label, reduced to small observations) by job. Every informer lists before any worker
+starts, so a restarted operator sees every child before its first decision.
 
 A watch echoes the operator's own writes a moment later. Until it does, :class:`RecentWrites` holds
 them: an object just created counts as existing, an object just deleted counts as going. Without
@@ -18,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from ..reconcile.observed import BatchJobObs, PodObs, batch_job_obs, pod_obs
 from .client import controller_uid
@@ -28,6 +27,14 @@ RECENT_TTL_SECONDS = 30.0
 
 JobKey = tuple[str, str]
 """(namespace, PSTrainingJob name): the key of every index."""
+
+T = TypeVar("T")
+
+
+class ByJob(Protocol[T]):
+    """Records by job: an :class:`~.informer.Informer`, or a dict in tests."""
+
+    def get(self, key: JobKey, default: Iterable[T], /) -> Iterable[T]: ...
 
 
 @dataclass(frozen=True)
@@ -46,11 +53,11 @@ def child_ref(kind: str, body: Mapping[str, Any]) -> ChildRef:
 
 @dataclass(frozen=True)
 class Views:
-    """The operator's watch indexes, keyed by :data:`JobKey` (Kopf ``Index`` objects, or dicts in tests)."""
+    """The operator's informers, keyed by :data:`JobKey` (or dicts in tests)."""
 
-    pods: Mapping[JobKey, Iterable[PodObs]]
-    export_jobs: Mapping[JobKey, Iterable[BatchJobObs]]
-    children: tuple[Mapping[JobKey, Iterable[ChildRef]], ...] = ()
+    pods: ByJob[PodObs]
+    export_jobs: ByJob[BatchJobObs]
+    children: tuple[ByJob[ChildRef], ...] = ()
     """One index per kind: Services, NetworkPolicies, PersistentVolumeClaims, and PodGroups when the
     operator gang-schedules."""
 
