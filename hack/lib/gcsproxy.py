@@ -33,7 +33,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: object) -> None:
         if self.server.verbose:
             sys.stderr.write("gcsproxy: " + (format % args) + "\n")
 
@@ -41,7 +41,7 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def do_CONNECT(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_CONNECT(self) -> None:
         self.send_response(200, "Connection established")
         self.end_headers()
         self.wfile.flush()
@@ -94,7 +94,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         self.wfile.flush()
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _forward  # noqa: N815
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _forward
 
 
 class _Server(ThreadingHTTPServer):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+
 from support.gcs import GcsEmulator
 
 pytestmark = pytest.mark.tf

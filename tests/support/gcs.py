@@ -141,6 +141,26 @@ class GcsEmulator:
             raw = resp.read()
         return json.loads(raw) if raw else None
 
+    def put(self, bucket: str, name: str, data: bytes) -> None:
+        """Write one object directly in the emulator."""
+        q = urllib.request.quote(name, safe="")
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.emulator_port}/upload/storage/v1/b/{bucket}/o?uploadType=media&name={q}",
+            data=data,
+            method="POST",
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            resp.read()
+
+    def get(self, bucket: str, name: str) -> bytes:
+        """Read one object directly from the emulator."""
+        q = urllib.request.quote(name, safe="")
+        url = f"http://127.0.0.1:{self.emulator_port}/storage/v1/b/{bucket}/o/{q}?alt=media"
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            data: bytes = resp.read()
+            return data
+
     def create_bucket(self, name: str) -> str:
         self._api("POST", "/storage/v1/b", {"name": name})
         return name

@@ -15,13 +15,24 @@ import sys
 from . import exitcodes, logfilter
 from .cluster import read_tf_config
 from .config import JobSettings, SettingsError
-from .errors import ConfigError, ContractFailure, TrainerError, report_failure
+from .errors import ConfigError, ContractFailure, InfrastructureError, TrainerError, report_failure
 from .termination import one_line, termination_line, write_termination_log
 
 
 def _quiet_tensorflow() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")  # PSS: fail fast on a dead task (TF guidance)
+
+
+def _check_storage(root: str) -> None:
+    """Object storage that cannot be used fails the chief before any training, with the bucket named."""
+    from .storage_check import PERMANENT, StorageProblem, check
+
+    try:
+        check(root)
+    except StorageProblem as exc:
+        reason = f"spec.storage.uri: {exc.message}"
+        raise (ConfigError(reason) if exc.kind in PERMANENT else InfrastructureError(reason)) from None
 
 
 def main() -> int:
@@ -51,6 +62,8 @@ def main() -> int:
 
             return ps_worker.run(task)
 
+        if task.task_type == "chief":
+            _check_storage(settings.paths.root)
         # TensorFlow's floods are rate-limited and scanned for known failures; one that never ends (a resource
         # outside strategy.scope()) interrupts the main thread, which then fails as the model's fault.
         output = logfilter.StderrFilter(on_fatal=lambda: os.kill(os.getpid(), signal.SIGINT))
