@@ -200,6 +200,13 @@ INVALID: list[Case] = [
         "spec.storage",
         _set("spec.storage", {"claimName": "data", "uri": "gs://bucket/jobs"}),
     ),
+    case(
+        "storage-uri-in-script-mode",
+        "spec.storage.uri",
+        _set("spec.storage", {"uri": "gs://bucket/jobs"}),
+        _set("spec.model", {"command": ["python", "train.py"]}),
+        _del("spec.training.steps"),
+    ),
     case("storage-uri-without-bucket", "spec.storage.uri", _set("spec.storage", {"uri": "gs://"})),
     case("storage-uri-bucket-only-slash", "spec.storage.uri", _set("spec.storage", {"uri": "gs:///jobs"})),
     case("storage-uri-not-gs", "spec.storage.uri", _set("spec.storage", {"uri": "s3://bucket/jobs"})),

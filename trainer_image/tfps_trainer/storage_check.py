@@ -6,24 +6,31 @@ bucket that does not exist forever. So the check runs TensorFlow in a child proc
 deadline: the training process keeps the default retries, the check fails in seconds with the bucket
 named. TF-free at import (the local runner imports :func:`check`); TensorFlow loads in the child only.
 
-The child prints one line: ``ok`` or ``<kind>: <message>`` where kind is ``MissingBucket``,
+The child prints ``imported`` once TensorFlow is loaded (the deadline counts from there), then one line:
+``ok`` or ``<kind>: <message>`` where kind is ``MissingBucket``,
 ``PermissionDenied`` or ``Unreachable``.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import secrets
 import subprocess
 import sys
+import threading
+from typing import IO
 
 from .uri import bucket, is_uri, join
 
 CHECK_RETRIES = 2
 """``GCS_RETRY_CONFIG_MAX_RETRIES`` in the check's process (TensorFlow's default: 10)."""
-CHECK_TIMEOUT_S = 300.0
-"""Deadline of the whole check. The probe itself takes well under 10 s even when the endpoint is
-unreachable (two retries); the rest is TensorFlow's import, which takes a minute on a loaded machine."""
+CHECK_TIMEOUT_S = 120.0
+"""Deadline of the probe, counted once TensorFlow is imported in the child (the probe takes well under
+10 s even when the endpoint is unreachable, with two retries)."""
+IMPORT_TIMEOUT_S = 900.0
+"""Deadline of TensorFlow's import in the child: seconds on an idle machine, minutes on a starved one."""
+_READY = "imported"
 KINDS = ("MissingBucket", "PermissionDenied", "Unreachable")
 PERMANENT = ("MissingBucket", "PermissionDenied")
 """Kinds a restart does not fix."""
@@ -44,25 +51,49 @@ def check(root: str, timeout: float = CHECK_TIMEOUT_S, python: str = sys.executa
         return
     env = {**os.environ, "GCS_RETRY_CONFIG_MAX_RETRIES": str(CHECK_RETRIES), "TF_CPP_MIN_LOG_LEVEL": "2"}
     where = f"bucket {bucket(root)!r} ({root})"
+    proc = subprocess.Popen(
+        [python, "-m", "tfps_trainer.storage_check", root],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
+    err: list[str] = []
+    threading.Thread(target=_pump_into, args=(proc.stderr, err), daemon=True).start()
     try:
-        proc = subprocess.run(
-            [python, "-m", "tfps_trainer.storage_check", root],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired:
+        first = lines.get(timeout=IMPORT_TIMEOUT_S)
+        line = lines.get(timeout=timeout) if first == _READY else first
+    except queue.Empty:
+        proc.kill()
         raise StorageProblem("Unreachable", f"{where}: no answer within {timeout:.0f}s") from None
-    lines = proc.stdout.strip().splitlines()
-    line = lines[-1] if lines else ""
+    finally:
+        if proc.poll() is None:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
     if proc.returncode == 0 and line == "ok":
         return
-    kind, _, message = line.partition(": ")
+    kind, _, message = (line or "").partition(": ")
     if kind not in KINDS:
-        tail = " ".join(proc.stderr.strip().splitlines()[-3:])[-400:]
+        tail = " ".join("".join(err).strip().splitlines()[-3:])[-400:]
         raise StorageProblem("Unreachable", f"{where}: the check failed (exit {proc.returncode}): {tail or line}")
     raise StorageProblem(kind, message)
+
+
+def _pump(stream: IO[str] | None, out: queue.Queue[str | None]) -> None:
+    assert stream is not None
+    for raw in stream:
+        out.put(raw.strip())
+    out.put(None)
+
+
+def _pump_into(stream: IO[str] | None, out: list[str]) -> None:
+    assert stream is not None
+    out.extend(stream)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -74,6 +105,8 @@ def probe(root: str) -> None:
     """In this process: the bucket exists, and an object written under ``root`` reads back the same and is
     deleted. Raises :class:`StorageProblem`."""
     import tensorflow as tf
+
+    print(_READY, flush=True)  # the parent's deadline starts now
 
     name = bucket(root)
     where = f"bucket {name!r} ({root})"

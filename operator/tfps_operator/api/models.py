@@ -1042,6 +1042,12 @@ class PSTrainingJobSpec(_Model):
             ),
             *(_mount_rule(role) for role in ROLES),
             cel(
+                "!has(self.model.command) || !has(self.storage.uri)",
+                "script mode (spec.model.command) needs a volume: its checkpoints are followed on a filesystem; "
+                "use claimName or volumeClaimTemplate",
+                ".storage.uri",
+            ),
+            cel(
                 f"!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
                 f" || self.runPolicy.schedulingPolicy.minAvailable <= {_PODS}",
                 "must not exceed the job's pods (chief + ps + worker + evaluator replicas)",

@@ -57,7 +57,8 @@ def published(plan: LocalJob, result: ExportSucceeded | ExportFailed) -> ExportO
     come from manifest.json; the termination message (which may be truncated, and has no warnings) only
     when the manifest cannot be read and the message is complete."""
     assert result.path is not None and result.manifest is not None
-    artifacts, failed, warnings = list(result.artifacts), list(result.failed), {}
+    artifacts, failed = list(result.artifacts), list(result.failed)
+    warnings: dict[str, list[str]] = {}
     if is_uri(plan.settings.paths.root):
         # object storage: the exporter read its manifest back before reporting; its message is what we have
         export_uri = join(plan.settings.paths.root, result.path)
