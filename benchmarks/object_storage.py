@@ -49,7 +49,9 @@ for i in range(repeat):
     t = time.perf_counter(); mgr.save(checkpoint_number=i + 1); saves.append(time.perf_counter() - t)
 restores = []
 for _ in range(repeat):
-    t = time.perf_counter(); ckpt.restore(mgr.latest_checkpoint).assert_consumed(); restores.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    ckpt.restore(mgr.latest_checkpoint).assert_consumed()
+    restores.append(time.perf_counter() - t)
 
 class M(tf.Module):
     def __init__(self):
