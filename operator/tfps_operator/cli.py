@@ -51,6 +51,13 @@ def _parser() -> argparse.ArgumentParser:
         help="plays the job volume: files go under WORKDIR/<namespace>/<job>/ (default: ./tfps-work)",
     )
     run.add_argument("--steps", type=int, default=None, help="override spec.training.steps")
+    run.add_argument(
+        "--storage",
+        default=None,
+        metavar="URI",
+        help="keep checkpoints, TensorBoard logs and exports in object storage (gs://BUCKET[/PREFIX]) instead "
+        "of WORKDIR, as spec.storage.uri does; logs stay in WORKDIR",
+    )
     run.add_argument("--no-export", action="store_true", help="train only")
     run.add_argument(
         "--code",

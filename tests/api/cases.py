@@ -196,6 +196,27 @@ INVALID: list[Case] = [
     ),
     case("storage-neither", "spec.storage", _set("spec.storage", {"mountPath": "/data"})),
     case(
+        "storage-claim-and-uri",
+        "spec.storage",
+        _set("spec.storage", {"claimName": "data", "uri": "gs://bucket/jobs"}),
+    ),
+    case(
+        "storage-uri-in-script-mode",
+        "spec.storage.uri",
+        _set("spec.storage", {"uri": "gs://bucket/jobs"}),
+        _set("spec.model", {"command": ["python", "train.py"]}),
+        _del("spec.training.steps"),
+    ),
+    case("storage-uri-without-bucket", "spec.storage.uri", _set("spec.storage", {"uri": "gs://"})),
+    case("storage-uri-bucket-only-slash", "spec.storage.uri", _set("spec.storage", {"uri": "gs:///jobs"})),
+    case("storage-uri-not-gs", "spec.storage.uri", _set("spec.storage", {"uri": "s3://bucket/jobs"})),
+    case("storage-uri-bucket-uppercase", "spec.storage.uri", _set("spec.storage", {"uri": "gs://My-Bucket"})),
+    case(
+        "storage-credentials-without-uri",
+        "spec.storage.credentialsSecret",
+        _set("spec.storage", {"claimName": "data", "credentialsSecret": {"name": "gcs-key"}}),
+    ),
+    case(
         "env-tf-config",
         "spec.replicas.ps.template.spec.env",
         _set("spec.replicas.ps.template.spec.env", [{"name": "TF_CONFIG", "value": "{}"}]),

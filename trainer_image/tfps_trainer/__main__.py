@@ -16,7 +16,7 @@ import threading
 from . import exitcodes, logfilter
 from .cluster import read_tf_config
 from .config import JobSettings, SettingsError
-from .errors import ConfigError, ContractFailure, TrainerError, report_failure
+from .errors import ConfigError, ContractFailure, InfrastructureError, TrainerError, report_failure
 from .termination import one_line, termination_line, write_termination_log
 
 
@@ -58,6 +58,17 @@ def stop_hopeless_run(role: str, output: logfilter.StderrFilter, grace: float = 
     timer.start()
 
 
+def _check_storage(root: str) -> None:
+    """Object storage that cannot be used fails the chief before any training, with the bucket named."""
+    from .storage_check import PERMANENT, StorageProblem, check
+
+    try:
+        check(root)
+    except StorageProblem as exc:
+        reason = f"spec.storage.uri: {exc.message}"
+        raise (ConfigError(reason) if exc.kind in PERMANENT else InfrastructureError(reason)) from None
+
+
 def main() -> int:
     """Run this process's role; return the exit code (failures are reported before returning)."""
     role = "trainer"
@@ -85,6 +96,8 @@ def main() -> int:
 
             return ps_worker.run(task)
 
+        if task.task_type == "chief":
+            _check_storage(settings.paths.root)
         # TensorFlow's floods are rate-limited and scanned for known failures; one that never ends (a resource
         # outside strategy.scope()) interrupts the main thread, which then fails as the model's fault.
         output = stderr_filter = logfilter.StderrFilter(on_fatal=lambda: stop_hopeless_run(role, stderr_filter))

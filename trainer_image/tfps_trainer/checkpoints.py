@@ -2,17 +2,18 @@
 
 Layout (TensorFlow's): ``ckpt-<step>.index`` / ``ckpt-<step>.data-*`` plus the ``checkpoint`` state
 file, written atomically by ``tf.train.CheckpointManager`` (the state file is replaced only after
-the shards are complete). Keys: ``model``, ``optimizer``, ``step``; the exporter and the evaluator
-restore ``model`` (and ``step``) only, with ``expect_partial``.
+the shards are complete). Every file operation goes through ``tf.io.gfile``, so ``<root>`` may be a
+directory or a ``gs://`` URI (there a "rename" is a copy then a delete, object by object: the state
+file still names only complete checkpoints, and a torn one is skipped on restore). Keys: ``model``,
+``optimizer``, ``step``; the exporter and the evaluator restore ``model`` (and ``step``) only, with
+``expect_partial``.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 import tensorflow as tf
 
@@ -33,7 +34,7 @@ def step_of(path: str) -> int:
 
 def info_for(path: str) -> CheckpointInfo:
     """Step, path and write time (ISO 8601, UTC) of an existing checkpoint prefix."""
-    mtime = os.path.getmtime(path + ".index")
+    mtime = tf.io.gfile.stat(path + ".index").mtime_nsec / 1e9
     when = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="seconds")
     return CheckpointInfo(step=step_of(path), path=path, time=when)
 
@@ -44,7 +45,7 @@ def _numbered(path: str) -> bool:
 
 def latest(directory: str) -> str | None:
     """The latest complete checkpoint prefix in ``directory`` (None when there is none)."""
-    return tf.train.latest_checkpoint(directory, latest_filename=None) if os.path.isdir(directory) else None
+    return tf.train.latest_checkpoint(directory, latest_filename=None) if tf.io.gfile.isdir(directory) else None
 
 
 @dataclass
@@ -93,8 +94,9 @@ class Checkpointer:
         (``.index`` present), so a checkpoint deleted or never completed is skipped."""
         directory = self.manager.directory
         listed = set(self.manager.checkpoints)
-        on_disk = {str(p)[: -len(".index")] for p in Path(directory).glob(f"{CHECKPOINT_NAME}-*.index")}
-        found = [p for p in listed | on_disk if os.path.exists(p + ".index") and _numbered(p)]
+        pattern = f"{directory.rstrip('/')}/{CHECKPOINT_NAME}-*.index"
+        on_disk = {p[: -len(".index")] for p in tf.io.gfile.glob(pattern)} if tf.io.gfile.isdir(directory) else set()
+        found = [p for p in listed | on_disk if _numbered(p) and tf.io.gfile.exists(p + ".index")]
         return sorted(found, key=step_of, reverse=True)
 
     def restore_latest(self) -> str | None:

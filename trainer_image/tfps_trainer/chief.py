@@ -28,6 +28,7 @@ from .contract import ModelContract
 from .errors import ContractFailure, InfrastructureError, LostClusterError, NumericsError, PreemptedError, TrainerError
 from .progress import Progress
 from .termination import format_success
+from .uri import is_uri
 
 IN_FLIGHT_PER_WORKER = 32
 """Steps scheduled ahead of the workers, per worker: enough to keep each busy, few enough that a stop
@@ -393,6 +394,8 @@ def prefetched(dataset: Any) -> Any:
 
 def _storage_problem(directory: str) -> str:
     """The OS-level reason a directory cannot take a checkpoint, when it can be told ("" otherwise)."""
+    if is_uri(directory):
+        return ""
     try:
         st = os.statvfs(directory)
     except OSError as exc:

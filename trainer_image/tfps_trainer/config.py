@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .uri import join
 
 SETTINGS_ENV = "TFPS_JOB"
 """Environment variable carrying the JSON-encoded JobSettings."""
@@ -80,26 +81,27 @@ class ExportSettings(_Frozen):
 
 
 class Paths(_Frozen):
-    """Where a job's files live: ``<root>`` is ``<mount>/<namespace>/<job>``."""
+    """Where a job's files live: ``<root>`` is ``<mount>/<namespace>/<job>`` on a volume or
+    ``gs://<bucket>/<prefix>/<namespace>/<job>`` in object storage (the same layout under it)."""
 
     root: str
 
     @property
     def checkpoints(self) -> str:
-        return str(PurePosixPath(self.root) / "checkpoints")
+        return join(self.root, "checkpoints")
 
     @property
     def exports(self) -> str:
-        return str(PurePosixPath(self.root) / "exports")
+        return join(self.root, "exports")
 
     @property
     def tensorboard(self) -> str:
-        return str(PurePosixPath(self.root) / "tensorboard")
+        return join(self.root, "tensorboard")
 
     @property
     def model(self) -> str:
         """Script mode: where the program saves its model for the export (``TFPS_MODEL_DIR``)."""
-        return str(PurePosixPath(self.root) / "model")
+        return join(self.root, "model")
 
 
 class ScriptSettings(_Frozen):

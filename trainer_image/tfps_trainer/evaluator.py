@@ -78,7 +78,7 @@ class Evaluator:
                 continue
             seen = path
             step = int(self.step.numpy())
-            info = checkpoints.info_for(path) if os.path.exists(path + ".index") else None
+            info = checkpoints.info_for(path) if tf.io.gfile.exists(path + ".index") else None
             self.progress.update(
                 step=step,
                 loss=results.get("loss"),

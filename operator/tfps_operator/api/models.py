@@ -20,6 +20,7 @@ from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
 
 from tfps_trainer.config import DEFAULT_PROGRESS_PORT, DEFAULT_STEPS_PER_CLOSURE, MAX_STEPS_PER_CLOSURE
+from tfps_trainer.uri import URI_PATTERN
 
 GROUP = "tfps.dev"
 VERSION = "v1alpha1"
@@ -766,17 +767,38 @@ class VolumeClaimTemplate(_Model):
     )
 
 
+class SecretKeyRef(_Model):
+    """One key of a Secret in the job's namespace."""
+
+    name: str = Field(min_length=1, max_length=253, description="The Secret's name.")
+    key: str = Field(
+        default="key.json", min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$", description="The key in it."
+    )
+
+
 class StorageSpec(_Model):
-    """The volume holding checkpoints, TensorBoard logs and exports, mounted in every pod at mountPath:
-    exactly one of claimName (an existing PVC) and volumeClaimTemplate (a PVC the operator creates).
-    Files live under <mountPath>/<namespace>/<job>/{checkpoints,exports,tensorboard}.
+    """Where checkpoints, TensorBoard logs and exports live: exactly one of claimName (an existing PVC),
+    volumeClaimTemplate (a PVC the operator creates) and uri (object storage, ``gs://bucket/prefix``).
+    On a volume, files live under <mountPath>/<namespace>/<job>/{checkpoints,exports,tensorboard}; with a
+    uri, under <uri>/<namespace>/<job>/ in the same layout.
     Default: a 10Gi ReadWriteMany claim created from volumeClaimTemplate."""
 
     model_config = ConfigDict(
         json_schema_extra=_rules(
             cel(
-                "has(self.claimName) != has(self.volumeClaimTemplate)",
-                "set exactly one of claimName, volumeClaimTemplate",
+                "[has(self.claimName), has(self.volumeClaimTemplate), has(self.uri)].filter(x, x).size() == 1",
+                "set exactly one of claimName, volumeClaimTemplate, uri",
+            ),
+            cel(
+                f"!has(self.uri) || self.uri.matches('{URI_PATTERN}')",
+                "must be gs://<bucket>[/<prefix>]: a bucket name of 3-222 lower-case letters, digits, '-', '_' "
+                "or '.', starting and ending with a letter or digit",
+                ".uri",
+            ),
+            cel(
+                "!has(self.credentialsSecret) || has(self.uri)",
+                "only with spec.storage.uri (object storage credentials)",
+                ".credentialsSecret",
             ),
         )
     )
@@ -789,6 +811,23 @@ class StorageSpec(_Model):
     )
     volume_claim_template: VolumeClaimTemplate | None = Field(
         default=None, description="A PVC the operator creates for the job."
+    )
+    uri: str | None = Field(
+        default=None,
+        max_length=1024,
+        description=(
+            "Object storage instead of a volume: gs://<bucket>[/<prefix>]. Pods reach it with the credentials of "
+            "their service account (workload identity: set serviceAccountName in the replica templates) or with "
+            "credentialsSecret. The bucket must exist: the chief checks it before training."
+        ),
+    )
+    credentials_secret: SecretKeyRef | None = Field(
+        default=None,
+        description=(
+            "With uri: a Secret holding a service-account key (JSON), mounted read-only in the trainer and export "
+            "pods only, as GOOGLE_APPLICATION_CREDENTIALS. Unset: the pods' own service account (workload "
+            "identity)."
+        ),
     )
     mount_path: str = Field(
         default="/tfps", pattern=r"^/[^:]*$", max_length=1024, description="Where the volume is mounted."
@@ -1093,6 +1132,12 @@ class PSTrainingJobSpec(_Model):
                 ".training.checkpoint",
             ),
             *(_mount_rule(role) for role in ROLES),
+            cel(
+                "!has(self.model.command) || !has(self.storage.uri)",
+                "script mode (spec.model.command) needs a volume: its checkpoints are followed on a filesystem; "
+                "use claimName or volumeClaimTemplate",
+                ".storage.uri",
+            ),
             cel(
                 f"!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
                 f" || self.runPolicy.schedulingPolicy.minAvailable <= {_PODS}",

@@ -19,6 +19,9 @@ from typing import Any
 import yaml
 
 from tfps_trainer.config import JobSettings
+from tfps_trainer.storage_check import PERMANENT, StorageProblem
+from tfps_trainer.storage_check import check as check_storage
+from tfps_trainer.uri import is_uri
 
 from ..api.models import PSTrainingJob
 from ..api.validate import JobValidationError, validate_job
@@ -42,9 +45,10 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
-def load_job(path: str, steps: int | None = None, no_export: bool = False) -> PSTrainingJob:
+def load_job(path: str, steps: int | None = None, no_export: bool = False, storage: str | None = None) -> PSTrainingJob:
     """Read one PSTrainingJob document, apply the command-line overrides, and validate it with the
-    API's rules (``api.validate``), so an override cannot produce a job the API server would reject."""
+    API's rules (``api.validate``), so an override cannot produce a job the API server would reject.
+    ``storage``: a URI that replaces ``spec.storage`` (``{uri: ...}``)."""
     try:
         text = Path(path).read_text()
     except OSError as exc:
@@ -62,6 +66,8 @@ def load_job(path: str, steps: int | None = None, no_export: bool = False) -> PS
     if isinstance(spec, dict):
         if steps is not None and isinstance(spec.get("training"), dict):
             spec["training"]["steps"] = steps
+        if storage is not None:
+            spec["storage"] = {"uri": storage}
         if no_export:
             export = spec.setdefault("export", {})
             if isinstance(export, dict):
@@ -77,7 +83,7 @@ def local_job_from_args(args: argparse.Namespace) -> LocalJob:
     """Everything the run needs, or InvalidInput; touches nothing on disk."""
     if args.steps is not None and args.steps < 1:
         raise InvalidInput(f"--steps: must be ≥ 1 (got {args.steps})")
-    job = load_job(args.file, steps=args.steps, no_export=args.no_export)
+    job = load_job(args.file, steps=args.steps, no_export=args.no_export, storage=getattr(args, "storage", None))
     workdir = Path(args.workdir or DEFAULT_WORKDIR).expanduser().resolve()
     if workdir.exists() and not workdir.is_dir():
         raise InvalidInput(f"--workdir: {workdir} exists and is not a directory")
@@ -94,9 +100,9 @@ def local_job_from_args(args: argparse.Namespace) -> LocalJob:
         )
     else:
         code_dir = None
-    return LocalJob(
-        job=job, settings=job_settings(job, mount_path=str(workdir), code_dir=str(code_dir) if code_dir else None)
-    )
+    settings = job_settings(job, mount_path=str(workdir), code_dir=str(code_dir) if code_dir else None)
+    local_root = str(workdir / job.metadata.namespace / job.metadata.name) if job.spec.storage.uri else None
+    return LocalJob(job=job, settings=settings, local_root=local_root)
 
 
 def describe(settings: JobSettings) -> str:
@@ -161,11 +167,24 @@ def main(args: argparse.Namespace) -> int:
     supervisor: Supervisor | None = None
     try:
         display = make_display(settings.steps or 0, tty)
-        ckpts = Path(settings.paths.checkpoints)
-        resumed = ckpts.is_dir() and any(ckpts.iterdir())
+        if is_uri(settings.paths.root):
+            display.event(f"checking {settings.paths.root}")
+            try:
+                check_storage(settings.paths.root)
+            except StorageProblem as exc:
+                display.close()
+                print(f"tfps run: {args.file}: spec.storage.uri: {exc.message}", file=sys.stderr)
+                return EXIT_INVALID if exc.kind in PERMANENT else EXIT_FAILED
+            resumed = False  # the chief says so when it restores a checkpoint
+            where = f"files under {settings.paths.root}, logs in {local_job.logs}"
+        else:
+            ckpts = Path(settings.paths.checkpoints)
+            resumed = ckpts.is_dir() and any(ckpts.iterdir())
+            where = f"files under {local_job.root}"
         display.event(
             f"job {job.metadata.namespace}/{job.metadata.name}: {describe(settings)}; "
-            f"files under {local_job.root}" + ("; resuming from its latest checkpoint" if resumed else "")
+            + where
+            + ("; resuming from its latest checkpoint" if resumed else "")
         )
         supervisor = Supervisor(local_job, display)
         trained = supervisor.run(deadline_s=job.spec.run_policy.active_deadline_seconds)

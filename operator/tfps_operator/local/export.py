@@ -21,6 +21,7 @@ from tfps_trainer.export.result import (
     human_size,
     parse_message,
 )
+from tfps_trainer.uri import is_uri, join
 
 from .procs import Child, stop_all
 from .progress import Display
@@ -55,10 +56,18 @@ def published(plan: LocalJob, result: ExportSucceeded | ExportFailed) -> ExportO
     """What an export published, with absolute paths for the table. Artifacts, failures, warnings and notes
     come from manifest.json; the termination message (which may be truncated, and has no warnings) only
     when the manifest cannot be read and the message is complete."""
-    root = plan.root
     assert result.path is not None and result.manifest is not None
+    artifacts, failed = list(result.artifacts), list(result.failed)
+    warnings: dict[str, list[str]] = {}
+    if is_uri(plan.settings.paths.root):
+        # object storage: the exporter read its manifest back before reporting; its message is what we have
+        export_uri = join(plan.settings.paths.root, result.path)
+        if result.truncated and isinstance(result, ExportSucceeded):
+            return ExportOutcome(False, f"ExportFailed: the exporter's result was truncated; see {export_uri}")
+        artifacts = [a.model_copy(update={"path": join(plan.settings.paths.root, a.path)}) for a in artifacts]
+        return _outcome(plan, result, export_uri, artifacts, failed, warnings)
+    root = plan.root
     export_dir = root / result.path
-    artifacts, failed, warnings = list(result.artifacts), list(result.failed), {}
     try:
         manifest = json.loads((root / result.manifest).read_text())
     except (OSError, ValueError) as exc:
@@ -86,9 +95,20 @@ def published(plan: LocalJob, result: ExportSucceeded | ExportFailed) -> ExportO
                 warnings[artifact_label(a["format"], a.get("quantization"))] = notes
         failed = [FormatFailure.model_validate(f) for f in manifest.get("failed", [])]
 
+    return _outcome(plan, result, str(export_dir), artifacts, failed, warnings)
+
+
+def _outcome(
+    plan: LocalJob,
+    result: ExportSucceeded | ExportFailed,
+    export_dir: str,
+    artifacts: list[ArtifactResult],
+    failed: list[FormatFailure],
+    warnings: dict[str, list[str]],
+) -> ExportOutcome:
     def outcome(ok: bool, message: str) -> ExportOutcome:
         return ExportOutcome(
-            ok, message, step=result.step, path=str(export_dir), artifacts=artifacts, failed=failed, warnings=warnings
+            ok, message, step=result.step, path=export_dir, artifacts=artifacts, failed=failed, warnings=warnings
         )
 
     if isinstance(result, ExportFailed):

@@ -54,12 +54,15 @@ class LocalJob:
 
     job: PSTrainingJob
     settings: JobSettings
+    local_root: str | None = None
+    """Where logs go when the job's files are in object storage (``<workdir>/<namespace>/<job>``)."""
     trainer: tuple[str, ...] = (sys.executable, "-m", "tfps_trainer")
     exporter: tuple[str, ...] = (sys.executable, "-m", "tfps_trainer.export")
 
     @property
     def root(self) -> Path:
-        return Path(self.settings.paths.root)
+        """The local directory of the job: its files' root, or ``local_root`` when they are in object storage."""
+        return Path(self.local_root or self.settings.paths.root)
 
     @property
     def logs(self) -> Path:

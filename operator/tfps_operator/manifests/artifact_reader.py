@@ -34,6 +34,11 @@ def reader_pod(
     (:data:`CHIEF_FIELDS`)."""
     cfg = cfg or BuildConfig()
     volume = storage_volume(job)
+    if volume is None:
+        raise ValueError(
+            f"spec.storage.uri: the job's files are in object storage under {job_root('', job)}; "
+            "read them there (gcloud storage ls), not through a reader pod"
+        )
     if "persistentVolumeClaim" not in volume:
         raise ValueError("spec.storage: the job has no persistent volume (its files went with its pods)")
     volume["persistentVolumeClaim"]["readOnly"] = True

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
-
 from tfps_trainer.config import (
     CheckpointSettings,
     ExportSettings,
@@ -13,14 +11,16 @@ from tfps_trainer.config import (
     ScriptSettings,
     Tolerance,
 )
+from tfps_trainer.uri import join
 
 from ..api.models import ROLES, PSTrainingJob, replica_counts
 from ..api.models import Tolerance as ApiTolerance
 
 
 def job_root(mount_path: str, job: PSTrainingJob) -> str:
-    """``<mount>/<namespace>/<job>``: where checkpoints, TensorBoard logs and exports live."""
-    return str(PurePosixPath(mount_path) / job.metadata.namespace / job.metadata.name)
+    """``<mount>/<namespace>/<job>``: where checkpoints, TensorBoard logs and exports live; with
+    ``spec.storage.uri``, ``<uri>/<namespace>/<job>`` whatever ``mount_path`` is."""
+    return join(job.spec.storage.uri or mount_path, job.metadata.namespace, job.metadata.name)
 
 
 def _tolerance(tol: ApiTolerance | None) -> Tolerance:
@@ -39,7 +39,8 @@ def _script(job: PSTrainingJob) -> ScriptSettings | None:
 
 
 def job_settings(job: PSTrainingJob, mount_path: str | None = None, code_dir: str | None = None) -> JobSettings:
-    """The trainer's view of the job. ``mount_path`` overrides the spec's (``tfps run`` uses its workdir);
+    """The trainer's view of the job. ``mount_path`` overrides the spec's (``tfps run`` uses its workdir;
+    a ``spec.storage.uri`` wins over both);
     ``code_dir`` is where the job's code is (``tfps run --code DIR``; on a cluster :data:`CODE_DIR` when
     ``spec.model.source`` is set)."""
     spec = job.spec

@@ -35,6 +35,12 @@ class BuildError(ValueError):
 
 CODE_VOLUME = "code"
 CODE_FILE_MODE = 0o444
+CREDENTIALS_VOLUME = "storage-credentials"
+CREDENTIALS_DIR = "/var/run/secrets/tfps/storage"
+CREDENTIALS_ENV = "GOOGLE_APPLICATION_CREDENTIALS"
+STORAGE_WRITERS: tuple[Role, ...] = ("chief", "evaluator")
+"""Roles that read or write the job's storage (the export Job runs as the chief); parameter servers and
+workers never touch it, so they get no storage credentials."""
 
 
 def image(job: PSTrainingJob, cfg: BuildConfig, role: Role = "chief") -> str:
@@ -53,10 +59,13 @@ def code_volume(job: PSTrainingJob) -> dict[str, Any] | None:
     return {"name": CODE_VOLUME, "configMap": cm}
 
 
-def storage_volume(job: PSTrainingJob) -> dict[str, Any]:
+def storage_volume(job: PSTrainingJob) -> dict[str, Any] | None:
     """The job's storage as a pod volume: an existing claim, the PVC the operator creates, or an
-    emptyDir (then checkpoints do not outlive the pod, and the export cannot see them)."""
+    emptyDir (then checkpoints do not outlive the pod, and the export cannot see them); None with
+    ``spec.storage.uri`` (object storage: no volume)."""
     s = job.spec.storage
+    if s.uri:
+        return None
     if s.claim_name:
         return {"name": STORAGE_VOLUME, "persistentVolumeClaim": {"claimName": s.claim_name}}
     if s.volume_claim_template:
@@ -123,6 +132,8 @@ def pod_spec(
     o = override.spec if override and override.spec else None
     container = _trainer_container(job, cfg, role, command, env, ports, o.resources if o and o.resources else resources)
     spec = _hardened_pod(job, cfg, container)
+    if role in STORAGE_WRITERS:
+        _mount_credentials(job, spec, container)
     code = code_volume(job)
     if code is not None:
         _mount_code(spec, container, code)
@@ -147,7 +158,7 @@ def _trainer_container(
         "command": list(command),
         "env": [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONUNBUFFERED", "value": "1"}, *env],
         "volumeMounts": [
-            {"name": STORAGE_VOLUME, "mountPath": job.spec.storage.mount_path},
+            *([] if job.spec.storage.uri else [{"name": STORAGE_VOLUME, "mountPath": job.spec.storage.mount_path}]),
             {"name": TMP_VOLUME, "mountPath": "/tmp"},
         ],
         "securityContext": container_security_context(),
@@ -171,7 +182,7 @@ def _hardened_pod(job: PSTrainingJob, cfg: BuildConfig, container: dict[str, Any
         "enableServiceLinks": False,
         "securityContext": pod_security_context(cfg),
         "containers": [container],
-        "volumes": [storage_volume(job), {"name": TMP_VOLUME, "emptyDir": {}}],
+        "volumes": [v for v in (storage_volume(job), {"name": TMP_VOLUME, "emptyDir": {}}) if v is not None],
     }
     if job.spec.run_policy.scheduler_name:
         spec["schedulerName"] = job.spec.run_policy.scheduler_name
@@ -179,6 +190,22 @@ def _hardened_pod(job: PSTrainingJob, cfg: BuildConfig, container: dict[str, Any
     if policy is not None and policy.priority_class:
         spec["priorityClassName"] = policy.priority_class
     return spec
+
+
+def _mount_credentials(job: PSTrainingJob, spec: dict[str, Any], container: dict[str, Any]) -> None:
+    """``spec.storage.credentialsSecret``: its one key read-only under :data:`CREDENTIALS_DIR`, named by
+    ``GOOGLE_APPLICATION_CREDENTIALS`` (nothing without it: the pod's service account is used)."""
+    ref = job.spec.storage.credentials_secret
+    if ref is None:
+        return
+    spec["volumes"].append(
+        {
+            "name": CREDENTIALS_VOLUME,
+            "secret": {"secretName": ref.name, "items": [{"key": ref.key, "path": ref.key}], "defaultMode": 0o440},
+        }
+    )
+    container["volumeMounts"].append({"name": CREDENTIALS_VOLUME, "mountPath": CREDENTIALS_DIR, "readOnly": True})
+    container["env"].append({"name": CREDENTIALS_ENV, "value": f"{CREDENTIALS_DIR}/{ref.key}"})
 
 
 def _mount_code(spec: dict[str, Any], container: dict[str, Any], code: dict[str, Any]) -> None:

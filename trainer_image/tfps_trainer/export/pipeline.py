@@ -14,6 +14,7 @@ or runtime crashes the process (a segfault in TFLite calibration, say), the supe
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..config import ExportFormat, ExportSettings, JobSettings, OutputKind
+from ..uri import is_uri
 from . import formats, manifest, report, source, verify
 from .artifact import FILE_NAMES, Artifact, label, tflite_name
 from .errors import CANCELLED, ExportError
@@ -412,9 +414,24 @@ def export(
     ex = settings.export
     prep = prepare(settings, checkpoint, step, t)
     ckpt = _exported_checkpoint(settings, prep)
-    with Publisher(Path(settings.paths.root)) as pub, pub.staging(ckpt.step) as stage:
-        if pub.stale_removed:
-            log.info("removed stale %s", ", ".join(pub.stale_removed))
+    objects = None
+    if is_uri(settings.paths.root):
+        from .objects import ObjectPublisher  # TensorFlow's filesystem; imported only for object storage
+
+        objects = ObjectPublisher(settings.paths.root)
+    with contextlib.ExitStack() as stack:
+        if objects is not None:
+            # object storage: build and verify in a local scratch directory, then upload (objects.py)
+            local_root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tfps-export-")))
+            stale = objects.clean_incomplete()
+        else:
+            local_root = Path(settings.paths.root)
+        pub = stack.enter_context(Publisher(local_root))
+        stage = stack.enter_context(pub.staging(ckpt.step))
+        if objects is None:
+            stale = pub.stale_removed
+        if stale:
+            log.info("removed stale %s", ", ".join(stale))
         out = _Producer(prep, ex, stage, Journal(), t, skip or {}).run()
         if not out.passed:
             raise _no_artifact(out)
@@ -424,9 +441,14 @@ def export(
         manifest.write(stage / MANIFEST, doc)
         _write_report(stage, doc)
         _check_cancelled()
-        final = pub.commit(stage, ckpt.step, serving="savedmodel" in {e["format"] for e in out.passed})
+        if objects is not None:
+            final_uri = objects.publish(stage, ckpt.step)
+            rel = final_uri[len(settings.paths.root.rstrip("/")) + 1 :]
+        else:
+            final = pub.commit(stage, ckpt.step, serving="savedmodel" in {e["format"] for e in out.passed})
+            rel = final.relative_to(pub.root).as_posix()
         t.add("publish", t0)
-    return _result(final.relative_to(pub.root).as_posix(), ckpt.step, out, missing_required)
+    return _result(rel, ckpt.step, out, missing_required)
 
 
 @dataclass(frozen=True)

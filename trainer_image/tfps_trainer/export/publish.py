@@ -50,6 +50,19 @@ SERVING_DIR = "serving"
 _STALE = re.compile(r"^\.(tmp|old)-\d+-[0-9a-f]+$|^\.(latest|LATEST|serving)-[0-9a-f]+$")
 
 
+def manifest_complete(text: str | None) -> bool:
+    """The rule every reader of an export applies, on a volume and in object storage: a step is published
+    only when its ``manifest.json`` exists (written last: the commit marker), parses, and does not say
+    ``"complete": false``. ``text`` is the manifest's content, None when there is none."""
+    if text is None:
+        return False
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and doc.get("complete", True) is not False
+
+
 def _fsync_path(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
     try:
@@ -197,10 +210,10 @@ class Publisher:
         for entry in self.exports.iterdir():
             if entry.name.isdigit() and not entry.is_symlink() and (entry / MANIFEST).is_file():
                 try:
-                    complete = json.loads((entry / MANIFEST).read_text()).get("complete", True)
-                except (OSError, ValueError):
+                    text = (entry / MANIFEST).read_text()
+                except OSError:
                     continue
-                if complete:
+                if manifest_complete(text):
                     steps.append(int(entry.name))
         return sorted(steps)
 

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from ..config import JobSettings
 from ..contract import ContractError, ModelContract, load
+from ..uri import is_uri, join
 from .errors import ExportError, error_line
 from .safepaths import inside
 
@@ -22,7 +23,7 @@ STEP_KEY = "step/.ATTRIBUTES/VARIABLE_VALUE"
 
 @dataclass(frozen=True)
 class CheckpointRef:
-    prefix: Path  # absolute checkpoint prefix (…/checkpoints/ckpt-N)
+    prefix: Path | str  # absolute checkpoint prefix (…/checkpoints/ckpt-N): a path, or a gs:// URI
     rel: str  # the prefix relative to the job root
     step: int
 
@@ -45,6 +46,8 @@ def load_contract(settings: JobSettings) -> ModelContract:
 
 def find_checkpoint(settings: JobSettings, checkpoint: str | None, step: int | None) -> CheckpointRef:
     """``checkpoint``: None/'latest', a prefix, or a directory (its latest); relative = to the job root."""
+    if is_uri(settings.paths.root):
+        return _find_in_object_storage(settings.paths.root, checkpoint, step)
     root = Path(settings.paths.root)
     ckpt_dir = inside(root, "checkpoints", "checkpoint directory")
     if step is not None:
@@ -64,6 +67,39 @@ def find_checkpoint(settings: JobSettings, checkpoint: str | None, step: int | N
     return CheckpointRef(prefix=prefix, rel=rel, step=_step_of(prefix))
 
 
+def _find_in_object_storage(root: str, checkpoint: str | None, step: int | None) -> CheckpointRef:
+    """:func:`find_checkpoint` under a ``gs://`` root: no symlinks exist there, and every name is taken
+    relative to the root (``..`` refused), so nothing outside the job's prefix is read."""
+    if (
+        checkpoint is not None
+        and checkpoint not in ("", "latest")
+        and (".." in checkpoint.split("/") or is_uri(checkpoint))
+    ):
+        raise ExportError("UnsafePath", f"--checkpoint {checkpoint!r}: must be a path relative to the job root")
+    ckpt_dir = join(root, "checkpoints")
+    if step is not None:
+        rel = f"checkpoints/ckpt-{step}"
+    elif checkpoint in (None, "", "latest"):
+        if not tf.io.gfile.isdir(ckpt_dir):
+            raise ExportError("CheckpointNotFound", f"checkpoint directory {ckpt_dir} does not exist")
+        found = tf.train.latest_checkpoint(ckpt_dir)
+        if not found:
+            raise ExportError("CheckpointNotFound", f"no checkpoint in {ckpt_dir}")
+        rel = f"checkpoints/{found.rsplit('/', 1)[-1]}"
+    else:
+        given = join(root, checkpoint)
+        rel = checkpoint.strip("/")
+        if tf.io.gfile.isdir(given) and not tf.io.gfile.exists(given + ".index"):
+            found = tf.train.latest_checkpoint(given)
+            if not found:
+                raise ExportError("CheckpointNotFound", f"no checkpoint in {given}")
+            rel = f"{rel}/{found.rsplit('/', 1)[-1]}"
+    prefix = join(root, rel)
+    if not tf.io.gfile.exists(prefix + ".index"):
+        raise ExportError("CheckpointNotFound", f"checkpoint {prefix} not found (no {rel.rsplit('/', 1)[-1]}.index)")
+    return CheckpointRef(prefix=prefix, rel=rel, step=_step_of(prefix))
+
+
 def _latest(directory: Path) -> Path:
     if not directory.is_dir():
         raise ExportError("CheckpointNotFound", f"checkpoint directory {directory} does not exist")
@@ -73,14 +109,14 @@ def _latest(directory: Path) -> Path:
     return directory / Path(found).name  # the state file may hold paths from another mount point
 
 
-def _step_of(prefix: Path) -> int:
+def _step_of(prefix: Path | str) -> int:
     try:
         reader = tf.train.load_checkpoint(str(prefix))
         if reader.has_tensor(STEP_KEY):
             return int(reader.get_tensor(STEP_KEY))
     except Exception as exc:
         raise ExportError("CheckpointCorrupt", f"checkpoint {prefix} cannot be read: {error_line(exc)}") from None
-    m = _CKPT.match(prefix.name)
+    m = _CKPT.match(str(prefix).rsplit("/", 1)[-1])
     if not m:
         raise ExportError("CheckpointCorrupt", f"checkpoint {prefix} has no 'step' variable and no ckpt-N name")
     return int(m.group(1))
