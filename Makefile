@@ -37,22 +37,25 @@ lint: venv
 	exit $$rc
 
 # Everything: lint, then two test runs: the TensorFlow tier (real PS/worker/chief processes) inside a
-# loopback-only network namespace, then the unit and cluster tiers against hack/cluster. The control
-# plane's binaries build (once per version, into ~/.cache/tfps) in the background from the start, at
-# a lower CPU priority than the tests (nice 10): on a cold machine that build overlaps the venv's downloads and the TF tier,
-# which leaves a core idle much of the time. All three always run (a lint finding does not hide a test
+# loopback-only network namespace, then the unit and cluster tiers against hack/cluster. The Go binaries
+# build (once per version, into ~/.cache/tfps) in the background from the start, at a lower CPU priority
+# than the tests (nice 10): the object-storage emulator (the TF tier needs it, and cannot download inside
+# its namespace) beside the venv's downloads, the control plane beside the venv and the TF tier, which
+# leaves a core idle much of the time. All three always run (a lint finding does not hide a test
 # failure); the target fails if any fails.
-CLUSTER_BUILD_LOG := $(or $(TFPS_CLUSTER_DIR),.cluster)/build-in-background.log
+BUILD_LOGS := $(or $(TFPS_CLUSTER_DIR),.cluster)
 test:
 	rc=0; \
-	mkdir -p $(dir $(CLUSTER_BUILD_LOG)); \
-	nice -n 10 hack/cluster build >$(CLUSTER_BUILD_LOG) 2>&1 & build=$$!; \
+	mkdir -p $(BUILD_LOGS); \
+	nice -n 10 hack/gcs-emulator build >$(BUILD_LOGS)/gcs-build.log 2>&1 & gcs=$$!; \
+	nice -n 10 hack/cluster build >$(BUILD_LOGS)/build-in-background.log 2>&1 & build=$$!; \
 	t0=$$SECONDS; \
 	$(MAKE) --no-print-directory venv || exit $$?; \
 	$(MAKE) --no-print-directory lint || rc=$$?; \
+	if ! wait $$gcs; then cat $(BUILD_LOGS)/gcs-build.log; exit 1; fi; \
 	hack/netns-run $(BIN)/pytest -m "tf and not cluster" $(PYTEST_ARGS) || rc=$$?; \
-	if ! wait $$build; then cat $(CLUSTER_BUILD_LOG); exit 1; fi; \
-	echo ">> control-plane binaries ready $$((SECONDS - t0)) s after the start (log: $(CLUSTER_BUILD_LOG))"; \
+	if ! wait $$build; then cat $(BUILD_LOGS)/build-in-background.log; exit 1; fi; \
+	echo ">> control-plane binaries ready $$((SECONDS - t0)) s after the start (log: $(BUILD_LOGS)/build-in-background.log)"; \
 	hack/cluster up || exit $$?; \
 	$(BIN)/pytest -m "not tf and not slow and not realnode" $(PYTEST_ARGS) || rc=$$?; \
 	exit $$rc
