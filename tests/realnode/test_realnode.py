@@ -553,7 +553,7 @@ def test_network_policy_is_enforced_between_real_pods(operated, realnode, cluste
 
     kube, op, pv = operated
     pv(names.pvc_name("quickstart"))
-    job = quickstart(steps=LONG_STEPS, every=LONG_EVERY)
+    job = quickstart(steps=10 * LONG_STEPS, every=LONG_EVERY)  # still training when the last probe runs
     scraper_labels = {"app.kubernetes.io/name": "prometheus"}
     job["spec"]["metrics"] = {"scrapeFrom": {"podLabels": scraper_labels}}  # a scraper of the job's namespace
     kube.create_job(job)
@@ -564,6 +564,8 @@ def test_network_policy_is_enforced_between_real_pods(operated, realnode, cluste
         ]["podIP"]
         for p in pods.values()
     }
+    # Running is not serving: the PS and workers listen once TensorFlow has started; a checkpoint means it has
+    wait_until(lambda: chief_log_steps(kube.ns, "checkpoint step "), timeout=300, interval=1, what="a first checkpoint")
     np = kube.net.read_namespaced_network_policy(names.network_policy_name("quickstart"), kube.ns).to_dict()
     grpc = np["spec"]["ingress"][0]["ports"][0]["port"]
     operator_peer = np["spec"]["ingress"][1]["_from"][0]
