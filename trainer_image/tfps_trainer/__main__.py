@@ -131,8 +131,11 @@ def main() -> int:
         else:
             failure = TrainerError("interrupted", exitcodes.INTERRUPTED)
     except Exception as exc:
-        failure = TrainerError(f"internal error: {type(exc).__name__}: {exc}")
-        failure.__cause__ = exc  # its traceback goes to the log and the termination message
+        if output is not None and output.scanner.fatal is not None:
+            failure = hopeless_failure(output)  # the flood's cause, whichever error reached the main thread
+        else:
+            failure = TrainerError(f"internal error: {type(exc).__name__}: {exc}")
+            failure.__cause__ = exc  # its traceback goes to the log and the termination message
     finally:
         _REPORTING.acquire()  # blocks for good if the fallback of stop_hopeless_run is ending the process
         if output is not None:
