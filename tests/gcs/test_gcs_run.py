@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from support.gcs import GcsEmulator
+from support.local_procs import children_by_task
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(3600)]  # four TF processes twice, then an export
 
@@ -30,20 +31,6 @@ JOB = "default/quickstart"
 
 def tfps(*args: str) -> list[str]:
     return [sys.executable, "-c", "import sys; from tfps_operator.cli import main; sys.exit(main())", *args]
-
-
-def trainer_children(runner_pid: int) -> dict[str, int]:
-    out = {}
-    kids = subprocess.run(["pgrep", "-P", str(runner_pid)], capture_output=True, text=True).stdout.split()
-    for pid in map(int, kids):
-        try:
-            env = dict(kv.split("=", 1) for kv in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in kv)
-        except OSError:
-            continue
-        if "TF_CONFIG" in env:
-            task = json.loads(env["TF_CONFIG"])["task"]
-            out[f"{task['type']}-{task['index']}"] = pid
-    return out
 
 
 def checkpoint_step(gcs: GcsEmulator, bucket: str, prefix: str) -> int | None:
@@ -73,7 +60,7 @@ def test_quickstart_on_gs_resumes_after_a_lost_ps_and_publishes_by_manifest(
                 pytest.fail(f"runner exited {runner.returncode} before the first checkpoint:\n{runner.communicate()}")
             assert time.monotonic() < end, "no checkpoint on gs:// in time"
             time.sleep(0.5)
-        os.kill(trainer_children(runner.pid)["ps-0"], signal.SIGKILL)
+        os.kill(children_by_task(runner.pid)["ps-0"], signal.SIGKILL)
         out, err = runner.communicate(timeout=2400)
     finally:
         runner.kill()

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from support.local_procs import children_by_task
+
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,21 +36,6 @@ def tfps_run(work: Path, *extra: str) -> list[str]:
         str(work),
         *extra,
     ]
-
-
-def children_by_task(runner_pid: int) -> dict[str, int]:
-    """``{"worker-1": pid, ...}`` for the runner's trainer children, from their TF_CONFIG."""
-    out = {}
-    kids = subprocess.run(["pgrep", "-P", str(runner_pid)], capture_output=True, text=True).stdout.split()
-    for pid in map(int, kids):
-        try:
-            env = dict(kv.split("=", 1) for kv in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in kv)
-        except OSError:
-            continue
-        if "TF_CONFIG" in env:
-            task = json.loads(env["TF_CONFIG"])["task"]
-            out[f"{task['type']}-{task['index']}"] = pid
-    return out
 
 
 def wait_for_checkpoint(runner: subprocess.Popen, root: Path, timeout: float = 300) -> None:
