@@ -29,11 +29,12 @@ start_proc() {
   local pid=$! cmd i actual
   echo "$pid" >"$PIDS/$name.pid"
   cmd=$(printf '%s ' "$@"); printf '%s' "$cmd" >"$PIDS/$name.cmd"
-  # Until the forked child execs setsid it is a copy of this shell, whose command line proc_pid would
-  # not recognise (a loaded machine widens that window): wait for the exec (or the child's end).
+  # Until the forked child has exec'd setsid and setsid has exec'd the binary, its command line passes
+  # through states proc_pid would not recognise: a copy of this shell, then (inside each exec) an empty
+  # one. Wait for the binary's own (or the child's end), so the first readiness poll sees a settled one.
   for ((i = 0; i < 200; i++)); do
     actual=$(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null) || break
-    [[ $actual == "$cmd" || $actual == "setsid $cmd" ]] && break
+    [[ $actual == "$cmd" ]] && break
     sleep 0.05
   done
 }
@@ -54,7 +55,8 @@ fail_component() {
 wait_for() {
   local name=$1 timeout=$2 t0=$SECONDS; shift 2
   until "$@" >/dev/null 2>&1; do
-    proc_alive "$name" || fail_component "$name" "process exited"
+    # a second look before calling it dead: a failed look can only be a transient (see start_proc)
+    proc_alive "$name" || { sleep 0.2; proc_alive "$name"; } || fail_component "$name" "process exited"
     (( SECONDS - t0 < timeout )) || fail_component "$name" "not ready after ${timeout}s"
     sleep 0.5
   done
