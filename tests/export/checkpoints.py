@@ -6,16 +6,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import keras
 import tensorflow as tf
 
 from tfps_trainer.contract import load
 
 
 def train_and_checkpoint(
-    root: Path, module: str, args: dict, steps: int = 30, batch_size: int = 32, checkpoint_every: int | None = None
+    root: Path,
+    module: str,
+    args: dict,
+    steps: int = 30,
+    batch_size: int = 32,
+    checkpoint_every: int | None = None,
+    seed: int | None = None,
 ) -> int:
     """Train ``steps`` more steps (resuming from the latest checkpoint); save at the end (and every
-    ``checkpoint_every``); return the last step."""
+    ``checkpoint_every``); return the last step. ``seed``: the same initial weights on every run."""
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
     contract = load(module)
     model = contract.build_model(args)
     opt = contract.optimizer(args)
