@@ -34,12 +34,14 @@ from .api import parse
 from .api.models import PSTrainingJob, PSTrainingJobStatus
 from .kube.client import ApiError, Kube
 from .kube.executor import ExecutionResult, dry_run, execute, post_events
+from .kube.lookups import Lookup
 from .kube.watched import RecentWrites, Views
 from .manifests import names
+from .manifests import workload as wlm
 from .monitor import ProgressMonitor
 from .reconcile import admission, pacing, writes
 from .reconcile.machine import creation_failed, invalid_spec, reconcile
-from .reconcile.observed import observe
+from .reconcile.observed import Flavor, flavor, observe
 from .reconcile.plan import Plan
 from .settings import OperatorSettings
 from .workqueue import ShutDown, WorkQueue
@@ -132,6 +134,8 @@ class Controller:
         self.views = views or Views(pods={}, export_jobs={})
         """The informers (set by the runner once they exist)."""
         self.monitor: ProgressMonitor | None = None
+        self.flavors = Lookup(kube, "ResourceFlavor", flavor)
+        self.priorities = Lookup(kube, "PriorityClass", lambda pc: int(pc.get("value") or 0))
         self.jobs: dict[str, _JobState] = {}
         self.bodies: dict[str, dict[str, Any]] = {}
         """The newest body of every job the watch reported, by ``namespace/name``."""
@@ -305,8 +309,10 @@ class Controller:
         current: PSTrainingJobStatus,
         views: Views,
         t: datetime,
+        kueue: tuple[dict[str, Flavor], dict[str, int]] = ({}, {}),
     ) -> Plan:
-        """The pure decision on what the indexes and our unechoed writes show."""
+        """The pure decision on what the indexes and our unechoed writes show (``kueue``: the
+        ResourceFlavors and PriorityClasses a queued job needs, by name)."""
         job = self._job(body)
         if isinstance(job, str):
             return invalid_spec(current, body["metadata"].get("generation"), job, t)
@@ -319,8 +325,24 @@ class Controller:
         existing: set[str] = set()
         if current.phase not in ("Succeeded", "Failed"):
             existing = state.recent.existing(views.job_children(job_key), body["metadata"].get("uid"))
-        observed = observe(state.recent.pods(views.job_pods(job_key)), export, existing, preflight)
+        workload = state.recent.workload(views.job_workloads(job_key), wlm.workload_name(name))
+        observed = observe(
+            state.recent.pods(views.job_pods(job_key)), export, existing, preflight, workload, kueue[0], kueue[1]
+        )
         return reconcile(job, current, observed, t, self.settings.build)
+
+    async def _kueue_lookups(
+        self, namespace: str, name: str, body: Mapping[str, Any], views: Views
+    ) -> tuple[dict[str, Flavor], dict[str, int]]:
+        """The ResourceFlavors the job's admitted Workload names, and the PriorityClass its spec names."""
+        if views.workloads is None:
+            return {}, {}
+        wl = next((w for w in views.job_workloads((namespace, name)) if w.name == wlm.workload_name(name)), None)
+        flavors = await self.flavors.get(f for _, names in (wl.flavors if wl else ()) for f in names)
+        policy = ((body.get("spec") or {}).get("runPolicy") or {}).get("schedulingPolicy") or {}
+        pc = policy.get("priorityClass")
+        priorities = await self.priorities.get([pc] if wl is None and isinstance(pc, str) else [])
+        return flavors, priorities
 
     async def _admitted(self, plan: Plan, current: PSTrainingJobStatus, generation: int | None, t: datetime) -> Plan:
         """``plan`` if the API server admits every child of the new run (dry-run), else the refusal's plan."""
@@ -357,7 +379,8 @@ class Controller:
         current = parse_status(body.get("status"))
         t = now()
         state.recent.expire()
-        plan = self._decide(namespace, name, state, body, current, views, t)
+        kueue = await self._kueue_lookups(namespace, name, body, views)
+        plan = self._decide(namespace, name, state, body, current, views, t, kueue)
         if plan.validate:
             plan = await self._admitted(plan, current, meta.get("generation"), t)
         acted = bool(plan.actions)
@@ -367,7 +390,7 @@ class Controller:
             applied = await execute(self.kube, body, current, children)
             self._remember(state, applied)
             if not applied.create_failures:
-                plan, applied = self._decide(namespace, name, state, body, current, views, t), None
+                plan, applied = self._decide(namespace, name, state, body, current, views, t, kueue), None
         if applied is None:
             deferrable = writes.progress_only(current, plan)
             if deferrable:

@@ -26,16 +26,17 @@ from .kube.client import Kube
 from .kube.informer import Informer
 from .kube.watched import Views, child_ref
 from .manifests import podgroup
+from .manifests import workload as wlm
 from .manifests.labels import JOB_NAME, MANAGED_BY
 from .monitor import ProgressMonitor
-from .reconcile.observed import batch_job_obs, pod_obs
+from .reconcile.observed import batch_job_obs, pod_obs, workload_obs
 from .settings import FINALIZER, PREFIX
 
 CHILDREN = f"app.kubernetes.io/managed-by={MANAGED_BY},{JOB_NAME}"
 """The label selector of the children's informers (the operator's own, of some job)."""
 
 
-def informers(kube: Kube, controller: Controller, namespaces: tuple[str, ...], gang: bool) -> Views:
+def informers(kube: Kube, controller: Controller, namespaces: tuple[str, ...], gang: bool, kueue: bool) -> Views:
     """The children's informers, as the views a pass reads."""
 
     def make(kind: str, reduce: Callable[[dict[str, Any]], Any]) -> Informer[Any]:
@@ -49,6 +50,7 @@ def informers(kube: Kube, controller: Controller, namespaces: tuple[str, ...], g
         pods=make("Pod", pod_obs),
         export_jobs=make("Job", batch_job_obs),
         children=tuple(make(k, ref(k)) for k in kinds),
+        workloads=make(wlm.KIND, workload_obs) if kueue else None,
     )
 
 
@@ -92,8 +94,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: ko
         peering_log.addHandler(_PeeringState(controller))
         if peering_log.getEffectiveLevel() > logging.INFO:
             peering_log.setLevel(logging.INFO)
-    views = controller.views = informers(kube, controller, ours.namespaces, podgroup.gang_enabled(ours.build))
-    watched = [views.pods, views.export_jobs, *views.children]
+    views = controller.views = informers(
+        kube, controller, ours.namespaces, podgroup.gang_enabled(ours.build), wlm.kueue_enabled(ours.build)
+    )
+    watched = [views.pods, views.export_jobs, *views.children, *([views.workloads] if views.workloads else [])]
     assert all(isinstance(w, Informer) for w in watched)
     memo.tasks = [asyncio.create_task(w.run()) for w in watched if isinstance(w, Informer)]
     memo.tasks.append(asyncio.create_task(controller.work([w.synced for w in watched if isinstance(w, Informer)])))

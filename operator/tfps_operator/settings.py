@@ -45,6 +45,9 @@ class BuildConfig:
     gang_scheduler_name: str | None = None
     """schedulerName of the gang scheduler (scheduler-plugins' Coscheduling profile), or None: no gang
     scheduling. When set, every job gets a PodGroup and its trainer pods join it and use that scheduler."""
+    kueue: bool = False
+    """Integrate with Kueue: a job that names a LocalQueue runs only while Kueue admits the Workload the
+    operator creates for it (reconcile/kueue.py). Off: queue names are ignored."""
     stall_seconds: float | None = DEFAULT_STALL_SECONDS
     """Default bound of the stall rule (reconcile/stall.py) when a job sets no
     ``runPolicy.stallSeconds``; None or 0 = off. Read by the reconciler, not the builders."""
@@ -203,6 +206,7 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
             operator_pod_labels=pod_labels,
             metrics_scraper=scraper,
             gang_scheduler_name=env.get("TFPS_GANG_SCHEDULER_NAME", "").strip() or None,
+            kueue=env.get("TFPS_KUEUE", "").strip().lower() in ("1", "true"),
             relaxed_namespaces=frozenset(
                 n.strip() for n in env.get("TFPS_RELAXED_NAMESPACES", "").split(",") if n.strip()
             ),

@@ -37,6 +37,9 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies"),
     "Job": ("/apis/batch/v1", "jobs"),
     "PodGroup": ("/apis/scheduling.x-k8s.io/v1alpha1", "podgroups"),
+    "Workload": ("/apis/kueue.x-k8s.io/v1beta2", "workloads"),
+    "ResourceFlavor": ("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors"),
+    "PriorityClass": ("/apis/scheduling.k8s.io/v1", "priorityclasses"),
     "PSTrainingJob": (f"/apis/{GROUP}/{VERSION}", PLURAL),
 }
 COMPONENT = "tfps-operator"
@@ -297,17 +300,22 @@ class Kube:
         return [uid for item in (out or {}).get("items") or [] if (uid := (item.get("metadata") or {}).get("uid"))]
 
     async def patch_status(
-        self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None
+        self,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        resource_version: str | None,
+        kind: str = "PSTrainingJob",
     ) -> dict[str, Any]:
         """Merge-patch ``status`` through the status subresource. With ``resource_version`` the write
-        fails (409) if the job changed since it was read."""
+        fails (409) if the object changed since it was read."""
         patch: dict[str, Any] = {"status": status}
         if resource_version:
             patch["metadata"] = {"resourceVersion": resource_version}
         return await self.request(
             "PATCH",
-            _path("PSTrainingJob", namespace, name, "status"),
-            what=f"PSTrainingJob/{name} status",
+            _path(kind, namespace, name, "status"),
+            what=f"{kind}/{name} status",
             body=patch,
             content_type="application/merge-patch+json",
             query=[("fieldManager", self.field_manager)],

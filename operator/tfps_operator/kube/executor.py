@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..api.models import PSTrainingJobStatus
-from ..reconcile.plan import Create, Delete, DeleteOwner, DeletePods, Event, Plan
+from ..reconcile.plan import Create, Delete, DeleteOwner, DeletePods, Event, PatchWorkload, Plan
 from ..reconcile.writes import status_write
 from .client import ApiError, ChildConflict, Kube
 
@@ -61,9 +61,18 @@ async def execute(kube: Kube, body: Mapping[str, Any], current: PSTrainingJobSta
     made: list[str] = []
     adopted: list[str] = []
 
-    async def one(action: Create | Delete | DeletePods) -> None:
+    async def one(action: Create | Delete | DeletePods | PatchWorkload) -> None:
         async with limit:
-            if isinstance(action, DeletePods):
+            if isinstance(action, PatchWorkload):
+                try:
+                    await kube.patch_status(
+                        ns, action.name, action.patch["status"], action.resource_version, "Workload"
+                    )
+                    log.info("%s/%s: patched the status of %s", ns, name, action.key)
+                except ApiError as exc:
+                    if exc.status not in (404, 409):  # gone, or Kueue wrote first: the next pass decides again
+                        raise
+            elif isinstance(action, DeletePods):
                 uids = await kube.delete_collection("Pod", ns, action.label_selector, action.field_selector)
                 out.deleted.extend(uids)
                 log.info("deleted %d pods of %s in %s", len(uids), name, ns)
@@ -82,7 +91,7 @@ async def execute(kube: Kube, body: Mapping[str, Any], current: PSTrainingJobSta
                     out.deleted.append(action.uid)
                 log.info("deleted %s in %s", action.key, ns)
 
-    await asyncio.gather(*(one(a) for a in plan.actions if isinstance(a, (Create, Delete, DeletePods))))
+    await asyncio.gather(*(one(a) for a in plan.actions if isinstance(a, (Create, Delete, DeletePods, PatchWorkload))))
     for verb, keys in (("created", made), ("adopted", adopted)):
         if keys:  # one line per pass, not per child
             log.info("%s/%s: %s %s", ns, name, verb, ", ".join(sorted(keys)))

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
-from ..reconcile.observed import BatchJobObs, PodObs, batch_job_obs, pod_obs
+from ..reconcile.observed import BatchJobObs, PodObs, WorkloadObs, batch_job_obs, pod_obs, workload_obs
 from .client import controller_uid
 
 RECENT_TTL_SECONDS = 30.0
@@ -60,6 +60,8 @@ class Views:
     children: tuple[ByJob[ChildRef], ...] = ()
     """One index per kind: Services, NetworkPolicies, PersistentVolumeClaims, and PodGroups when the
     operator gang-schedules."""
+    workloads: ByJob[WorkloadObs] | None = None
+    """Kueue Workloads, when the operator integrates with Kueue."""
 
     def job_pods(self, key: JobKey) -> list[PodObs]:
         return list(self.pods.get(key, ()))
@@ -70,6 +72,9 @@ class Views:
     def job_export_jobs(self, key: JobKey) -> list[BatchJobObs]:
         return list(self.export_jobs.get(key, ()))
 
+    def job_workloads(self, key: JobKey) -> list[WorkloadObs]:
+        return list(self.workloads.get(key, ())) if self.workloads is not None else []
+
     def job_children(self, key: JobKey) -> list[ChildRef]:
         return [ref for index in self.children for ref in index.get(key, ())]
 
@@ -78,18 +83,20 @@ class Views:
 class RecentWrites:
     """One job's creates and deletes that its watches have not echoed yet (see the module docstring)."""
 
-    created: dict[str, tuple[float, PodObs | BatchJobObs | ChildRef]] = field(default_factory=dict)
+    created: dict[str, tuple[float, PodObs | BatchJobObs | ChildRef | WorkloadObs]] = field(default_factory=dict)
     """``Kind/name`` -> (when, what the create returned)."""
     deleted: dict[str, float] = field(default_factory=dict)
     """uid -> when we deleted it."""
 
     def record_create(self, obj: Mapping[str, Any], now: float | None = None) -> None:
         kind, name = obj.get("kind"), (obj.get("metadata") or {}).get("name", "")
-        seen: PodObs | BatchJobObs | ChildRef
+        seen: PodObs | BatchJobObs | ChildRef | WorkloadObs
         if kind == "Pod":
             seen = pod_obs(obj)
         elif kind == "Job":
             seen = batch_job_obs(obj)
+        elif kind == "Workload":
+            seen = workload_obs(obj)
         else:
             seen = child_ref(str(kind), obj)
         self.created[f"{kind}/{name}"] = (time.monotonic() if now is None else now, seen)
@@ -136,6 +143,16 @@ class RecentWrites:
             and isinstance(created[1], BatchJobObs)
             and (found is None or (found.uid != created[1].uid and found.deleting))
         ):
+            return created[1]
+        return found
+
+    def workload(self, indexed: Iterable[WorkloadObs], name: str) -> WorkloadObs | None:
+        """The job's Workload: the index's, else the one just created."""
+        found = next((w for w in indexed if w.name == name), None)
+        if found is not None and self._going(found.uid) and not found.deleting:
+            found = replace(found, deleting=True)
+        created = self.created.get(f"Workload/{name}")
+        if found is None and created is not None and isinstance(created[1], WorkloadObs):
             return created[1]
         return found
 

@@ -41,6 +41,7 @@ from ..api.models import (
     replica_counts,
 )
 from ..manifests import labels, names
+from ..manifests import workload as wlm
 from ..manifests.export_job import export_job
 from ..manifests.netpol import network_policy
 from ..manifests.podgroup import KIND as KIND_PODGROUP
@@ -50,10 +51,10 @@ from ..manifests.pvc import storage_claim
 from ..manifests.service import headless_service
 from ..settings import BuildConfig
 from . import conditions as C
-from . import crashloop, gang, messages, stall, waiting
+from . import crashloop, gang, kueue, messages, stall, waiting
 from .failure_policy import Decision, on_failure
 from .observed import Observed, PodObs
-from .plan import Create, Delete, DeleteOwner, DeletePods, Event, Plan
+from .plan import Create, Delete, DeleteOwner, DeletePods, Event, PatchWorkload, Plan
 
 TERMINAL = ("Succeeded", "Failed")
 TRAINING = (None, "Pending", "Running", "Restarting", "Suspended")
@@ -102,6 +103,7 @@ def reconcile(job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, no
         r.plan.requeue_after = STALE_STATUS_RETRY_SECONDS
         return r.plan
     _decide(r)
+    _finish_workload(r)
     _replica_statuses(r)
     return r.plan
 
@@ -142,13 +144,21 @@ def _decide(r: _Reconciliation) -> None:
         r.status.phase = "Pending"
         r.event("Normal", "Accepted", "creating the training cluster")
     if r.status.phase in SUSPENDABLE and job.spec.run_policy.suspend:
-        _suspend(r)
+        _suspend(r, "JobSuspended", "runPolicy.suspend is true")
+        _queue(r, pods, admitted=False)
         return
+    g = _queue(r, pods, admitted=True)
+    if not g.admitted:
+        _suspend(r, g.reason, g.message)
+        return
+    pods = {n: _placed(m, g) for n, m in pods.items()}
     if r.status.phase == "Suspended":
         r.status.phase = "Pending"
         r.status.start_time = None
-        r.set_condition(C.SUSPENDED, "False", "JobResumed", "runPolicy.suspend is false")
-        r.event("Normal", "JobResumed", "resuming: recreating the pods")
+        r.status.reason = None
+        why = g.message or "runPolicy.suspend is false"
+        r.set_condition(C.SUSPENDED, "False", "JobResumed", why)
+        r.event("Normal", "JobResumed", f"{why}: creating the pods")
     if r.status.start_time is None:
         r.status.start_time = now
     if _deadline_passed(r):
@@ -160,6 +170,49 @@ def _decide(r: _Reconciliation) -> None:
     if not _preflight_pending(r) or _preflight(r):
         _training(r, pods, export_manifest)
     _validate_new_run(r, [*infra, *pods.values(), *([export_manifest] if export_manifest else [])])
+
+
+def _queue(r: _Reconciliation, pods: dict[str, dict[str, Any]], admitted: bool) -> kueue.Gate:
+    """A queued job's Workload: created while the job may run (``admitted`` False: the user suspended it,
+    and it is deleted so that it holds no quota); Kueue's verdict; an evicted Workload's admission given
+    back once the pods are gone. Without a queue (or Kueue integration): admitted, nothing to do."""
+    job, obs = r.job, r.obs
+    if not wlm.queued(job, r.cfg):
+        return kueue.Gate(True, kueue.ADMITTED, "")
+    wl = obs.workload
+    if not admitted:
+        if wl is not None and not wl.deleting:
+            r.plan.actions.append(Delete("Workload", wl.name, wl.uid))
+        return kueue.Gate(False, "JobSuspended", "")
+    name, queue = wlm.workload_name(job.metadata.name), wlm.queue_name(job) or ""
+    if wl is None:
+        pc = wlm.priority_class(job)
+        if pc is not None and pc not in obs.priorities:
+            return kueue.Gate(False, kueue.WAITING, f"PriorityClass {pc} (schedulingPolicy.priorityClass) not found")
+        r.plan.actions.append(Create(wlm.workload(job, pods, obs.priorities.get(pc) if pc else None)))
+    g = kueue.gate(name, queue, wl, obs.flavors)
+    if kueue.may_release(wl, obs):
+        assert wl is not None
+        patch = wlm.release_patch(wl.conditions, wl.evicted_reason, g.message, r.now, wl.generation)
+        r.plan.actions.append(PatchWorkload(wl.name, wl.resource_version, patch))
+    return g
+
+
+def _placed(pod: dict[str, Any], g: kueue.Gate) -> dict[str, Any]:
+    """``pod`` on the flavor Kueue admitted its replica type's pod set to."""
+    f = g.placement.get(pod["metadata"]["labels"][labels.REPLICA_TYPE])
+    return wlm.place(pod, f.node_labels, f.tolerations) if f is not None else pod
+
+
+def _finish_workload(r: _Reconciliation) -> None:
+    """A finished job's Workload is marked Finished: Kueue releases its quota."""
+    wl = r.obs.workload
+    if r.status.phase in TERMINAL and kueue.must_finish(wl):
+        assert wl is not None
+        cond = C.get(r.status, C.SUCCEEDED if r.status.phase == "Succeeded" else C.FAILED)
+        message = cond.message if cond is not None and cond.message else f"the job {r.status.phase.lower()}"
+        patch = wlm.finished_patch(wl.conditions, r.status.phase == "Succeeded", message, r.now, wl.generation)
+        r.plan.actions.append(PatchWorkload(wl.name, wl.resource_version, patch))
 
 
 def _validate_new_run(r: _Reconciliation, children: list[dict[str, Any]]) -> None:
@@ -622,7 +675,7 @@ def _last(pods: Any) -> PodObs | None:
     return max(pods, key=lambda p: (p.finished_at is not None, p.finished_at or 0, p.name)) if pods else None
 
 
-def _suspend(r: _Reconciliation) -> None:
+def _suspend(r: _Reconciliation, reason: str, why: str) -> None:
     """Delete the chief first: on SIGTERM it saves a checkpoint of its last step, which needs the
     parameter servers; the other pods go once the chief has stopped. An export in progress is
     stopped too (on resume the chief finds the final checkpoint and the export runs again)."""
@@ -635,12 +688,15 @@ def _suspend(r: _Reconciliation) -> None:
             r.delete_pod(pod)
     if r.obs.export_job is not None and not r.obs.export_job.deleting:
         r.plan.actions.append(Delete("Job", r.obs.export_job.name, r.obs.export_job.uid))
-    if st.phase != "Suspended":
+    if st.phase != "Suspended" or st.reason != reason:
+        if st.phase != "Suspended":
+            pods = " (deleting the pods)" if any(p.active for p in r.obs.pods) else ""
+            r.event("Warning" if reason == kueue.EVICTED else "Normal", reason, f"{why}{pods}")
         st.phase = "Suspended"
         st.start_time = None  # the deadline clock restarts on resume, as for a batch/v1 Job
-        r.set_condition(C.SUSPENDED, "True", "JobSuspended", "runPolicy.suspend is true: pods deleted")
-        r.clear(C.RUNNING, "JobSuspended", "")
-        r.event("Normal", "JobSuspended", "runPolicy.suspend is true: deleting the pods")
+        st.reason = reason
+        r.clear(C.RUNNING, reason, "")
+    r.set_condition(C.SUSPENDED, "True", reason, why)
 
 
 def _deadline_passed(r: _Reconciliation) -> bool:

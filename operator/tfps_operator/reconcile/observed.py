@@ -57,6 +57,40 @@ class BatchJobObs:
 
 
 @dataclass(frozen=True)
+class WorkloadObs:
+    """The job's Kueue Workload, as far as the operator acts on it."""
+
+    name: str
+    uid: str
+    resource_version: str = ""
+    generation: int = 0
+    quota_reserved: bool = False
+    admitted: bool = False
+    """Quota reserved and every admission check passed: the job may run."""
+    finished: bool = False
+    cluster_queue: str = ""
+    """The ClusterQueue that admitted it (empty while not admitted)."""
+    evicted_reason: str = ""
+    """Reason of the Evicted condition while it is True (Preempted, ClusterQueueStopped...), else empty."""
+    evicted_message: str = ""
+    message: str = ""
+    """The QuotaReserved condition's message: why it waits."""
+    flavors: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Per admitted pod set: (its name, the flavors assigned to its resources)."""
+    conditions: tuple[Mapping[str, Any], ...] = ()
+    """The raw conditions (a status patch carries them whole)."""
+    deleting: bool = False
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """What an admitted ResourceFlavor adds to a pod: node labels and tolerations."""
+
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
 class Observed:
     pods: tuple[PodObs, ...] = ()
     """Trainer pods (any restart generation)."""
@@ -66,6 +100,12 @@ class Observed:
     preflight_job: BatchJobObs | None = None
     existing: frozenset[str] = field(default_factory=frozenset)
     """``Kind/name`` of the other children that exist: Service, NetworkPolicy, PersistentVolumeClaim."""
+    workload: WorkloadObs | None = None
+    """The job's Kueue Workload (a queued job)."""
+    flavors: Mapping[str, Flavor] = field(default_factory=dict)
+    """The ResourceFlavors the Workload's admission names, by name (those the operator could read)."""
+    priorities: Mapping[str, int] = field(default_factory=dict)
+    """Values of the PriorityClasses the job names, by name (those that exist)."""
 
     def pod(self, name: str) -> PodObs | None:
         return next((p for p in self.pods if p.name == name), None)
@@ -137,6 +177,39 @@ def batch_job_obs(job: Mapping[str, Any]) -> BatchJobObs:
     )
 
 
+def workload_obs(wl: Mapping[str, Any]) -> WorkloadObs:
+    meta, status = wl.get("metadata", {}), wl.get("status") or {}
+    conds = {c.get("type"): c for c in status.get("conditions") or []}
+
+    def true(type_: str) -> bool:
+        return (conds.get(type_) or {}).get("status") == "True"
+
+    evicted = conds.get("Evicted") if true("Evicted") else None
+    admission = status.get("admission") or {}
+    assignments = admission.get("podSetAssignments") or []
+    return WorkloadObs(
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        resource_version=meta.get("resourceVersion", ""),
+        generation=int(meta.get("generation") or 0),
+        quota_reserved=true("QuotaReserved") and bool(status.get("admission")),
+        admitted=true("Admitted") and bool(status.get("admission")),
+        finished=true("Finished"),
+        cluster_queue=admission.get("clusterQueue") or "",
+        evicted_reason=(evicted or {}).get("reason") or "",
+        evicted_message=(evicted or {}).get("message") or "",
+        message=(conds.get("QuotaReserved") or {}).get("message") or "",
+        flavors=tuple((a.get("name", ""), tuple(sorted(set((a.get("flavors") or {}).values())))) for a in assignments),
+        conditions=tuple(status.get("conditions") or ()),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def flavor(rf: Mapping[str, Any]) -> Flavor:
+    spec = rf.get("spec") or {}
+    return Flavor(node_labels=dict(spec.get("nodeLabels") or {}), tolerations=tuple(spec.get("tolerations") or ()))
+
+
 def _batch_job(raw: Mapping[str, Any] | BatchJobObs | None) -> BatchJobObs | None:
     return raw if raw is None or isinstance(raw, BatchJobObs) else batch_job_obs(raw)
 
@@ -146,6 +219,9 @@ def observe(
     export_job: Mapping[str, Any] | BatchJobObs | None,
     existing: Iterable[str],
     preflight_job: Mapping[str, Any] | BatchJobObs | None = None,
+    workload: WorkloadObs | None = None,
+    flavors: Mapping[str, Flavor] | None = None,
+    priorities: Mapping[str, int] | None = None,
 ) -> Observed:
     """Split the job's pods (selected by ``tfps.dev/job-name``) into trainer, export and pre-flight pods.
 
@@ -163,4 +239,7 @@ def observe(
         preflight_pods=tuple(by_component[labels.PREFLIGHT_COMPONENT]),
         preflight_job=_batch_job(preflight_job),
         existing=frozenset(existing),
+        workload=workload,
+        flavors=flavors or {},
+        priorities=priorities or {},
     )

@@ -25,7 +25,7 @@ class Create:
 
 @dataclass(frozen=True)
 class Delete:
-    kind: Literal["Pod", "Job"]
+    kind: Literal["Pod", "Job", "Workload"]
     name: str
     uid: str | None = None
     """Precondition: delete only this incarnation (a same-name replacement is left alone)."""
@@ -53,7 +53,21 @@ class DeleteOwner:
     uid: str | None
 
 
-Action = Create | Delete | DeletePods | DeleteOwner
+@dataclass(frozen=True)
+class PatchWorkload:
+    """Merge-patch the status of the job's Kueue Workload, only if it is still at ``resource_version``
+    (Kueue writes the same status: a patch on a newer one is dropped, the next pass decides again)."""
+
+    name: str
+    resource_version: str
+    patch: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        return f"Workload/{self.name}"
+
+
+Action = Create | Delete | DeletePods | DeleteOwner | PatchWorkload
 
 
 @dataclass(frozen=True)
