@@ -19,9 +19,10 @@ What maps (TFJob field -> PSTrainingJob field):
   template's labels and annotations; ``schedulerName`` -> ``runPolicy.schedulerName``.
 - ``runPolicy``: ``cleanPodPolicy`` (TFJob default Running), ``backoffLimit``, ``activeDeadlineSeconds``,
   ``ttlSecondsAfterFinished``, ``suspend``; ``schedulingPolicy``'s ``minAvailable``, ``priorityClass`` and
-  ``scheduleTimeoutSeconds`` (gang scheduling, when the operator has it enabled).
+  ``scheduleTimeoutSeconds`` (gang scheduling, when the operator has it enabled) and ``queue`` (Kueue,
+  when the operator integrates with it).
 
-Not carried over (named): ``schedulingPolicy.queue`` (no Kueue integration yet) and ``minResources``,
+Not carried over (named): ``schedulingPolicy.minResources``,
 ``runPolicy.managedBy``, ``successPolicy``, ``enableDynamicWorker``, containers other than
 ``tensorflow`` (sidecars), and every other pod or container field (``workingDir``, probes, ``ports``
 other than tfjob-port, ``hostNetwork``...). Refused (no job printed): not a TFJob, no Chief/Master
@@ -64,9 +65,8 @@ RUN_POLICY_FIELDS = {
 RUN_POLICY_NOT_CARRIED = {
     "managedBy": "no external controller hand-off here",
 }
-SCHEDULING_FIELDS = ("minAvailable", "priorityClass", "scheduleTimeoutSeconds")
+SCHEDULING_FIELDS = ("minAvailable", "priorityClass", "scheduleTimeoutSeconds", "queue")
 SCHEDULING_NOT_CARRIED = {
-    "queue": "no Kueue integration here yet (a queue would be accepted and not acted on)",
     "minResources": "the PodGroup's minResources is not set by this operator (minMember only)",
 }
 POD_FIELDS = {

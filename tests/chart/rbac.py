@@ -38,6 +38,14 @@ EXPECTED_NAMESPACED: set[Triple] = (
 )
 EXPECTED_GANG: set[Triple] = _triples("scheduling.x-k8s.io", "podgroups", "get", "list", "watch", "create")
 """Added to the namespaced permissions by gangScheduling.enabled (a PodGroup per job)."""
+EXPECTED_KUEUE: set[Triple] = _triples(
+    "kueue.x-k8s.io", "workloads", "get", "list", "watch", "create", "delete"
+) | _triples("kueue.x-k8s.io", "workloads/status", "patch")
+"""Added to the namespaced permissions by kueue.enabled (a Workload per queued job)."""
+EXPECTED_KUEUE_CLUSTER: set[Triple] = _triples("kueue.x-k8s.io", "resourceflavors", "get") | _triples(
+    "scheduling.k8s.io", "priorityclasses", "get"
+)
+"""Added to the cluster-scoped permissions by kueue.enabled (admitted flavors, the job's PriorityClass)."""
 _CRDS = _triples("apiextensions.k8s.io", "customresourcedefinitions", "list", "watch")
 EXPECTED_CLUSTER_SCOPED: dict[str, set[Triple]] = {
     "clusterwide": _CRDS,

@@ -22,7 +22,7 @@ VALUES_IDS = [p.name.removesuffix("-values.yaml") for p in CI_VALUES]
 
 
 def test_ci_values_cover_the_supported_configurations():
-    assert set(VALUES_IDS) >= {"clusterwide", "namespaced", "servicemonitor", "custom-image", "gang"}
+    assert set(VALUES_IDS) >= {"clusterwide", "namespaced", "servicemonitor", "custom-image", "gang", "kueue"}
 
 
 def test_chart_crd_is_the_generated_crd():
@@ -125,6 +125,7 @@ def test_chart_sets_only_settings_the_operator_reads(values: Path):
         assert s.build.metrics_scraper is None
     gang = vals.get("gangScheduling", {})
     assert s.build.gang_scheduler_name == (gang.get("schedulerName") if gang.get("enabled") else None)
+    assert s.build.kueue == bool(vals.get("kueue", {}).get("enabled"))
     relaxed = vals.get("jobPodSecurity", {}).get("relaxedNamespaces", [])
     assert s.build.relaxed_namespaces == frozenset(relaxed)
     assert ("TFPS_RELAXED_NAMESPACES" in env) == bool(relaxed)  # unset by default: no namespace relaxed
@@ -208,6 +209,23 @@ def test_gang_scheduling_adds_exactly_the_podgroup_rules_and_only_when_enabled()
     (role,) = by_kind(objs, "Role")
     assert {t for t in rule_set(role["rules"]) if t[0] == "scheduling.x-k8s.io"} == EXPECTED_GANG
     assert "TFPS_GANG_SCHEDULER_NAME" not in container_env(one(objects(template(HELM).stdout), "Deployment"))
+
+
+@needs_helm
+def test_kueue_adds_exactly_the_workload_and_lookup_rules_and_only_when_enabled():
+    from .rbac import EXPECTED_KUEUE, EXPECTED_KUEUE_CLUSTER
+
+    base = rule_set(one(objects(template(HELM).stdout), "ClusterRole")["rules"])
+    assert not any(g == "kueue.x-k8s.io" for g, _, _ in base)
+    on = rule_set(one(objects(template(HELM, CHART / "ci" / "kueue-values.yaml").stdout), "ClusterRole")["rules"])
+    assert on - base == EXPECTED_KUEUE | EXPECTED_KUEUE_CLUSTER
+    objs = objects(template(HELM, CHART / "ci" / "kueue-values.yaml", sets=["watchNamespaces={ml}"]).stdout)
+    (role,) = by_kind(objs, "Role")
+    assert {t for t in rule_set(role["rules"]) if t[0] == "kueue.x-k8s.io"} == EXPECTED_KUEUE
+    cluster = rule_set(one(objs, "ClusterRole")["rules"])
+    assert {t for t in cluster if t[0] in ("kueue.x-k8s.io", "scheduling.k8s.io")} == EXPECTED_KUEUE_CLUSTER
+    assert container_env(one(objs, "Deployment"))["TFPS_KUEUE"] == "true"
+    assert "TFPS_KUEUE" not in container_env(one(objects(template(HELM).stdout), "Deployment"))
 
 
 @needs_helm

@@ -241,7 +241,6 @@ def test_every_field_not_carried_over_is_named() -> None:
     assert named == {
         "spec.successPolicy",
         "spec.enableDynamicWorker",
-        "spec.runPolicy.schedulingPolicy.queue",
         "spec.tfReplicaSpecs.Chief.template.spec.hostNetwork",
         "spec.tfReplicaSpecs.Chief.template.spec.containers[1] (log-shipper)",
         "spec.tfReplicaSpecs.Chief.template.spec.containers[0].workingDir",
@@ -249,7 +248,11 @@ def test_every_field_not_carried_over_is_named() -> None:
         "spec.tfReplicaSpecs.Chief.template.spec.containers[0].env[TF_CONFIG]",
     }
     assert conv.job["spec"]["runPolicy"]["backoffLimit"] == 2
-    assert conv.job["spec"]["runPolicy"]["schedulingPolicy"] == {"minAvailable": 3, "priorityClass": "high"}
+    assert conv.job["spec"]["runPolicy"]["schedulingPolicy"] == {
+        "minAvailable": 3,
+        "priorityClass": "high",
+        "queue": "ml",
+    }
     text = render(conv)
     assert "# NOT carried over:" in text
     for path in named:
@@ -287,7 +290,7 @@ def test_cli_prints_the_job_and_names_what_was_not_carried_on_stderr(tmp_path, c
     assert main(argparse.Namespace(file=str(path), strict=False)) == 0
     out, err = capsys.readouterr()
     validate_job(yaml.safe_load(out))
-    assert "tfps convert: not carried over: spec.runPolicy.schedulingPolicy.queue: no Kueue integration" in err
+    assert "tfps convert: not carried over: spec.successPolicy: " in err
     assert main(argparse.Namespace(file=str(path), strict=True)) == 1
     capsys.readouterr()
     path.write_text(yaml.safe_dump(tfjob({"PS": replica(1), "Worker": replica(1)})))

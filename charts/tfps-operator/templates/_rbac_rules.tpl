@@ -46,4 +46,30 @@ mode) and by each Role (namespaced mode). Keep docs/install.md's RBAC table in s
   resources: [podgroups]
   verbs: [get, list, watch, create]
 {{- end }}
+{{- if .Values.kueue.enabled }}
+# Kueue: each queued job's Workload, watched, created (or adopted) and deleted while the user suspends
+# the job; its status patched to mark it Finished, or to give an evicted job's admission back.
+- apiGroups: [kueue.x-k8s.io]
+  resources: [workloads]
+  verbs: [get, list, watch, create, delete]
+- apiGroups: [kueue.x-k8s.io]
+  resources: [workloads/status]
+  verbs: [patch]
+{{- end }}
+{{- end -}}
+
+{{/*
+Cluster-scoped reads of the Kueue integration: the ResourceFlavors an admission names (node labels and
+tolerations for the pods) and the PriorityClass a job names (the Workload's priority).
+*/}}
+{{- define "tfps.kueueClusterRules" -}}
+{{- if .Values.kueue.enabled }}
+# Kueue: the admitted flavors' node labels and tolerations, and the priority of a job's PriorityClass.
+- apiGroups: [kueue.x-k8s.io]
+  resources: [resourceflavors]
+  verbs: [get]
+- apiGroups: [scheduling.k8s.io]
+  resources: [priorityclasses]
+  verbs: [get]
+{{- end }}
 {{- end -}}

@@ -997,8 +997,9 @@ class SchedulingPolicy(_Model):
         max_length=63,
         pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
         description=(
-            "Kueue LocalQueue of the job (the kueue.x-k8s.io/queue-name label). Validated, "
-            "not acted on yet: the operator has no Kueue integration so far."
+            "Kueue LocalQueue of the job (the kueue.x-k8s.io/queue-name label says the same; this field "
+            "wins). With the operator's Kueue integration on, the job waits Suspended (reason "
+            "WaitingForAdmission) until Kueue admits its Workload; without it, ignored."
         ),
     )
     priority_class: str | None = Field(
