@@ -85,8 +85,9 @@ def _litert_one_by_one(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, n
 def test_mobilenet_v2_with_batchnorm_and_depthwise_convs_exports_every_format(tmp_path):
     # After 40 steps many of the net's class scores are still close: dynamic-range int8 weights flip the
     # top class of 2 of the 64 verification inputs here and of at least 4 on another machine, by the
-    # draw of the initial weights: around the default bound of 0.95. The initial weights are fixed here, and the bound for this
-    # barely trained net is 0.9: a conversion that breaks the model still fails it.
+    # draw of the initial weights: around the default bound of 0.95. The initial weights are fixed
+    # here, and the bound for this barely trained net is 0.9: a conversion that breaks the model still
+    # fails it.
     root, step, run, export_dir, manifest = _export(
         tmp_path,
         "mobilenet",
