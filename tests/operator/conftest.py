@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from operator_harness import Cluster, OperatorProcess
+from operator_harness import CPU_PER_NODE, NODES, Cluster, OperatorProcess
 
 
 @pytest.fixture(scope="session")
@@ -81,3 +81,51 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
     outcome = yield
     rep = outcome.get_result()
     setattr(item, f"rep_{rep.when}", rep)
+
+
+@pytest.fixture
+def pool(kube: Cluster) -> Iterator[dict[str, Any]]:
+    """Kwok nodes of limited capacity, tainted so that only the pods of this test land there; the
+    pod template that sends a job's pods there."""
+    key = "tfps.dev/test-pool"
+    names = [f"{kube.ns}-{i}"[:63] for i in range(NODES)]
+    for i, name in enumerate(names):
+        kube.core.create_node(
+            {
+                "metadata": {
+                    "name": name,
+                    "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                    "labels": {"type": "kwok", key: kube.ns, "kubernetes.io/hostname": name},
+                },
+                "spec": {
+                    "taints": [{"key": key, "value": kube.ns, "effect": "NoSchedule"}],
+                    "podCIDR": f"127.2.{i + 1}.0/24",
+                    "podCIDRs": [f"127.2.{i + 1}.0/24"],
+                },
+                "status": {
+                    "allocatable": {"cpu": str(CPU_PER_NODE), "memory": "8Gi", "pods": "20"},
+                    "capacity": {"cpu": str(CPU_PER_NODE), "memory": "8Gi", "pods": "20"},
+                },
+            }
+        )
+
+    def ready() -> bool:
+        return all(
+            any(c.type == "Ready" and c.status == "True" for c in (kube.core.read_node(n).status.conditions or []))
+            for n in names
+        )
+
+    kube.wait_until(ready, timeout=60, interval=0.5, what=f"pool nodes {names} Ready")
+    template = {
+        "spec": {
+            "nodeSelector": {key: kube.ns},
+            "tolerations": [{"key": key, "operator": "Equal", "value": kube.ns, "effect": "NoSchedule"}],
+            "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}},
+        }
+    }
+    yield {"template": template, "nodes": names}
+    for name in names:
+        try:
+            kube.core.delete_node(name)
+        except Exception:
+            pass

@@ -282,3 +282,24 @@ def job_body(
             **spec,
         },
     }
+
+
+NODES, CPU_PER_NODE = 2, 3
+"""The contended pool (tests/operator/conftest.py ``pool``): two nodes of 3 cpu; a job of
+:func:`contended_job` is 4 pods of 1 cpu (chief, ps, 2 workers): one fits, two do not."""
+PODS_PER_JOB = 4
+
+
+def contended_job(name: str, template: dict[str, Any], **run_policy: Any) -> dict[str, Any]:
+    body = job_body(name, ps=1, workers=2, run_policy=run_policy)
+    for role in ("chief", "ps", "worker"):
+        body["spec"]["replicas"][role]["template"] = template
+    return body
+
+
+def bound(kube: Cluster, job: str) -> list[str]:
+    return sorted(
+        n
+        for n, p in kube.trainer_pods(job).items()
+        if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+    )

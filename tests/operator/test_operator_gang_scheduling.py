@@ -10,73 +10,15 @@ alone but not together.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from operator_harness import Cluster, OperatorProcess, job_body
+from operator_harness import CPU_PER_NODE, NODES, PODS_PER_JOB, Cluster, OperatorProcess, bound, contended_job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 GANG_SCHEDULER = "scheduler-plugins-scheduler"
-NODES, CPU_PER_NODE = 2, 3
-"""Two pool nodes of 3 cpu; a job is 4 pods of 1 cpu (chief, ps, 2 workers): one fits, two do not."""
-PODS_PER_JOB = 4
-
-
-@pytest.fixture
-def pool(kube: Cluster) -> Iterator[dict[str, Any]]:
-    """Kwok nodes of limited capacity, tainted so that only the pods of this test land there; the
-    pod template that sends a job's pods there."""
-    key = "tfps.dev/test-pool"
-    names = [f"{kube.ns}-{i}"[:63] for i in range(NODES)]
-    for i, name in enumerate(names):
-        kube.core.create_node(
-            {
-                "metadata": {
-                    "name": name,
-                    "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                    "labels": {"type": "kwok", key: kube.ns, "kubernetes.io/hostname": name},
-                },
-                "spec": {
-                    "taints": [{"key": key, "value": kube.ns, "effect": "NoSchedule"}],
-                    "podCIDR": f"127.2.{i + 1}.0/24",
-                    "podCIDRs": [f"127.2.{i + 1}.0/24"],
-                },
-                "status": {
-                    "allocatable": {"cpu": str(CPU_PER_NODE), "memory": "8Gi", "pods": "20"},
-                    "capacity": {"cpu": str(CPU_PER_NODE), "memory": "8Gi", "pods": "20"},
-                },
-            }
-        )
-
-    def ready() -> bool:
-        return all(
-            any(c.type == "Ready" and c.status == "True" for c in (kube.core.read_node(n).status.conditions or []))
-            for n in names
-        )
-
-    kube.wait_until(ready, timeout=60, interval=0.5, what=f"pool nodes {names} Ready")
-    template = {
-        "spec": {
-            "nodeSelector": {key: kube.ns},
-            "tolerations": [{"key": key, "operator": "Equal", "value": kube.ns, "effect": "NoSchedule"}],
-            "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}},
-        }
-    }
-    yield {"template": template, "nodes": names}
-    for name in names:
-        try:
-            kube.core.delete_node(name)
-        except Exception:
-            pass
-
-
-def contended_job(name: str, template: dict[str, Any], **run_policy: Any) -> dict[str, Any]:
-    body = job_body(name, ps=1, workers=2, run_policy=run_policy)
-    for role in ("chief", "ps", "worker"):
-        body["spec"]["replicas"][role]["template"] = template
-    return body
 
 
 def pod_group(kube: Cluster, name: str) -> dict[str, Any] | None:
@@ -88,14 +30,6 @@ def pod_group(kube: Cluster, name: str) -> dict[str, Any] | None:
         if e.status == 404:
             return None
         raise
-
-
-def bound(kube: Cluster, job: str) -> list[str]:
-    return sorted(
-        n
-        for n, p in kube.trainer_pods(job).items()
-        if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
-    )
 
 
 def test_gang_scheduling_runs_one_job_whole_and_binds_nothing_of_the_other_until_it_finishes(
