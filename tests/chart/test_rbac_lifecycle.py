@@ -206,3 +206,99 @@ def test_peering_rules_suffice_for_a_peered_operator(
             kube.core.delete_persistent_volume(f"{watched}-data")
         except Exception:
             pass
+
+
+def test_kueue_rules_suffice_for_a_queued_job(helm, cluster, k8s, make_namespace, wait_until, tmp_path: Path):
+    """With kueue.enabled, the chart's RBAC lets the operator create a queued job's Workload, read the
+    PriorityClass it names and the flavor it is admitted to, and mark the Workload Finished."""
+    from kubernetes import client
+
+    from support.crd import install_crd
+
+    install_crd(str(cluster.kubeconfig))
+    release_ns, watched = make_namespace(), make_namespace()
+    kube = Cluster(k8s, watched, wait_until)
+    kube.bound_claim("data")
+    kueue = ("kueue.x-k8s.io", "v1beta2")
+    name = watched  # cluster-scoped Kueue objects of this test
+    kube.custom.create_cluster_custom_object(
+        *kueue, "resourceflavors", {"apiVersion": "/".join(kueue), "kind": "ResourceFlavor", "metadata": {"name": name}}
+    )
+    cq = {
+        "apiVersion": "/".join(kueue),
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": watched}},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory"],
+                    "flavors": [
+                        {
+                            "name": name,
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": "8"},
+                                {"name": "memory", "nominalQuota": "64Gi"},
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+    kube.custom.create_cluster_custom_object(*kueue, "clusterqueues", cq)
+    lq = {
+        "apiVersion": "/".join(kueue),
+        "kind": "LocalQueue",
+        "metadata": {"name": "lq"},
+        "spec": {"clusterQueue": name},
+    }
+    kube.custom.create_namespaced_custom_object(*kueue, watched, "localqueues", lq)
+    k8s_sched = client.SchedulingV1Api(k8s)
+    k8s_sched.create_priority_class({"metadata": {"name": name}, "value": 1000})
+    op: OperatorProcess | None = None
+    try:
+        sets = [f"watchNamespaces={{{watched}}}", "kueue.enabled=true"]
+        with helm_install(helm, cluster, release_ns, sets=sets) as inst:
+            op = OperatorProcess(
+                str(inst.kubeconfig),
+                [watched],
+                tmp_path / "operator.log",
+                extra_env={"TFPS_OPERATOR_NAMESPACE": release_ns, "TFPS_KUEUE": "true"},
+            ).start()
+            policy = {"schedulingPolicy": {"queue": "lq", "priorityClass": name}}
+            body = job_body("j", run_policy=policy)
+            for role in ("chief", "ps", "worker"):
+                body["spec"]["replicas"][role]["template"] = {"spec": {"resources": {"requests": {"cpu": "1"}}}}
+            kube.create_job(body)
+            wait_until(lambda: sorted(kube.trainer_pods("j")) == TRAINERS, timeout=60, what="pods once admitted")
+            wl = kube.custom.get_namespaced_custom_object(*kueue, watched, "workloads", "psjob-j")
+            assert wl["spec"]["priority"] == 1000
+            kube.wait_phase("j", "Running", timeout=30)
+            kube.finish_pod("j-chief-0", "Succeeded", 0)
+            kube.wait_phase("j", "Succeeded", timeout=60)
+
+            def finished() -> bool:
+                w = kube.custom.get_namespaced_custom_object(*kueue, watched, "workloads", "psjob-j")
+                return any(c["type"] == "Finished" and c["status"] == "True" for c in w["status"]["conditions"])
+
+            wait_until(finished, timeout=30, what="Workload Finished")
+            denied = [line for line in op.log().splitlines() if any(s in line for s in PERMISSION_ERRORS)]
+            assert not denied, "the operator hit missing permissions:\n" + "\n".join(denied[:20])
+    except BaseException:
+        if op is not None:
+            sys.stderr.write(f"\n--- operator log ---\n{op.log()[-8000:]}\n")
+        raise
+    finally:
+        if op is not None:
+            op.stop()
+        for call in (
+            lambda: kube.custom.delete_cluster_custom_object(*kueue, "clusterqueues", name),
+            lambda: kube.custom.delete_cluster_custom_object(*kueue, "resourceflavors", name),
+            lambda: k8s_sched.delete_priority_class(name),
+            lambda: kube.core.delete_persistent_volume(f"{watched}-data"),
+        ):
+            try:
+                call()
+            except Exception:
+                pass
