@@ -213,47 +213,17 @@ def test_kueue_rules_suffice_for_a_queued_job(helm, cluster, k8s, make_namespace
     PriorityClass it names and the flavor it is admitted to, and mark the Workload Finished."""
     from kubernetes import client
 
+    from support import kueue
     from support.crd import install_crd
 
     install_crd(str(cluster.kubeconfig))
     release_ns, watched = make_namespace(), make_namespace()
     kube = Cluster(k8s, watched, wait_until)
     kube.bound_claim("data")
-    kueue = ("kueue.x-k8s.io", "v1beta2")
     name = watched  # cluster-scoped Kueue objects of this test
-    kube.custom.create_cluster_custom_object(
-        *kueue, "resourceflavors", {"apiVersion": "/".join(kueue), "kind": "ResourceFlavor", "metadata": {"name": name}}
-    )
-    cq = {
-        "apiVersion": "/".join(kueue),
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": watched}},
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu", "memory"],
-                    "flavors": [
-                        {
-                            "name": name,
-                            "resources": [
-                                {"name": "cpu", "nominalQuota": "8"},
-                                {"name": "memory", "nominalQuota": "64Gi"},
-                            ],
-                        }
-                    ],
-                }
-            ],
-        },
-    }
-    kube.custom.create_cluster_custom_object(*kueue, "clusterqueues", cq)
-    lq = {
-        "apiVersion": "/".join(kueue),
-        "kind": "LocalQueue",
-        "metadata": {"name": "lq"},
-        "spec": {"clusterQueue": name},
-    }
-    kube.custom.create_namespaced_custom_object(*kueue, watched, "localqueues", lq)
+    kube.custom.create_cluster_custom_object(*kueue.API, "resourceflavors", kueue.resource_flavor(name))
+    kube.custom.create_cluster_custom_object(*kueue.API, "clusterqueues", kueue.cluster_queue(name, watched, name, "8"))
+    kube.custom.create_namespaced_custom_object(*kueue.API, watched, "localqueues", kueue.local_queue("lq", name))
     k8s_sched = client.SchedulingV1Api(k8s)
     k8s_sched.create_priority_class({"metadata": {"name": name}, "value": 1000})
     op: OperatorProcess | None = None
@@ -272,14 +242,14 @@ def test_kueue_rules_suffice_for_a_queued_job(helm, cluster, k8s, make_namespace
                 body["spec"]["replicas"][role]["template"] = {"spec": {"resources": {"requests": {"cpu": "1"}}}}
             kube.create_job(body)
             wait_until(lambda: sorted(kube.trainer_pods("j")) == TRAINERS, timeout=60, what="pods once admitted")
-            wl = kube.custom.get_namespaced_custom_object(*kueue, watched, "workloads", "psjob-j")
+            wl = kube.custom.get_namespaced_custom_object(*kueue.API, watched, "workloads", "psjob-j")
             assert wl["spec"]["priority"] == 1000
             kube.wait_phase("j", "Running", timeout=30)
             kube.finish_pod("j-chief-0", "Succeeded", 0)
             kube.wait_phase("j", "Succeeded", timeout=60)
 
             def finished() -> bool:
-                w = kube.custom.get_namespaced_custom_object(*kueue, watched, "workloads", "psjob-j")
+                w = kube.custom.get_namespaced_custom_object(*kueue.API, watched, "workloads", "psjob-j")
                 return any(c["type"] == "Finished" and c["status"] == "True" for c in w["status"]["conditions"])
 
             wait_until(finished, timeout=30, what="Workload Finished")
@@ -293,8 +263,8 @@ def test_kueue_rules_suffice_for_a_queued_job(helm, cluster, k8s, make_namespace
         if op is not None:
             op.stop()
         for call in (
-            lambda: kube.custom.delete_cluster_custom_object(*kueue, "clusterqueues", name),
-            lambda: kube.custom.delete_cluster_custom_object(*kueue, "resourceflavors", name),
+            lambda: kube.custom.delete_cluster_custom_object(*kueue.API, "clusterqueues", name),
+            lambda: kube.custom.delete_cluster_custom_object(*kueue.API, "resourceflavors", name),
             lambda: k8s_sched.delete_priority_class(name),
             lambda: kube.core.delete_persistent_volume(f"{watched}-data"),
         ):

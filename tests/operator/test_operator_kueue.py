@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 from operator_harness import PODS_PER_JOB, Cluster, OperatorProcess, bound, contended_job
 
+from support import kueue
+
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
-KUEUE = ("kueue.x-k8s.io", "v1beta2")
+KUEUE = kueue.API
 ENV = {"TFPS_KUEUE": "true"}
 POOL_KEY = "tfps.dev/test-pool"
 
@@ -44,47 +46,11 @@ def queue(kube: Cluster, pool: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """A ResourceFlavor that sends pods to the pool (its node label and toleration), a ClusterQueue
     with the quota of one job (4 cpu) for this namespace, a LocalQueue ``lq``. StrictFIFO: in order."""
     name = kube.ns
-    flavor = {
-        "apiVersion": "/".join(KUEUE),
-        "kind": "ResourceFlavor",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeLabels": {POOL_KEY: kube.ns},
-            "tolerations": [toleration(kube.ns)],
-        },
-    }
-    cq = {
-        "apiVersion": "/".join(KUEUE),
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": kube.ns}},
-            "queueingStrategy": "StrictFIFO",
-            "resourceGroups": [
-                {
-                    "coveredResources": ["cpu", "memory"],
-                    "flavors": [
-                        {
-                            "name": name,
-                            "resources": [
-                                {"name": "cpu", "nominalQuota": "4"},
-                                {"name": "memory", "nominalQuota": "64Gi"},
-                            ],
-                        }
-                    ],
-                }
-            ],
-        },
-    }
-    lq = {
-        "apiVersion": "/".join(KUEUE),
-        "kind": "LocalQueue",
-        "metadata": {"name": "lq", "namespace": kube.ns},
-        "spec": {"clusterQueue": name},
-    }
+    flavor = kueue.resource_flavor(name, {POOL_KEY: kube.ns}, [toleration(kube.ns)])
+    cq = kueue.cluster_queue(name, kube.ns, name, "4", queueingStrategy="StrictFIFO")
     kube.custom.create_cluster_custom_object(*KUEUE, "resourceflavors", flavor)
     kube.custom.create_cluster_custom_object(*KUEUE, "clusterqueues", cq)
-    kube.custom.create_namespaced_custom_object(*KUEUE, kube.ns, "localqueues", lq)
+    kube.custom.create_namespaced_custom_object(*KUEUE, kube.ns, "localqueues", kueue.local_queue("lq", name))
     kube.wait_until(
         lambda: (
             _cond(kube.custom.get_cluster_custom_object(*KUEUE, "clusterqueues", name), "Active").get("status")
