@@ -177,6 +177,18 @@ kwok_stages() {
   mv "$out.tmp" "$out"
 }
 
+# kueue_manifests_json: Kueue's CRDs and webhook configurations as JSON (kubectl reads the YAML once per
+# version), for hack/lib/kueue_manifests.py to point at 127.0.0.1 at every `up` without a YAML parser.
+kueue_manifests_json() {
+  local m="$TFPS_CACHE/kueue/$KUEUE_VERSION/manifests" kubectl="$TFPS_CACHE/k8s/$K8S_VERSION/bin/kubectl" f
+  for f in crds webhooks; do
+    [[ -s $m/$f.json ]] && continue
+    local src=$m/crd/bases; [[ $f == webhooks ]] && src=$m/webhook/manifests.yaml
+    "$kubectl" label --local -o json -f "$src" app.kubernetes.io/part-of=tfps-hack-cluster >"$m/$f.json.tmp" \
+      && mv "$m/$f.json.tmp" "$m/$f.json" || return 1
+  done
+}
+
 build_all() {
   command -v go >/dev/null || die "go is not installed (need a Go toolchain >= 1.26 to build the control plane)"
   build_k8s || die "build of Kubernetes $K8S_VERSION failed (see above)"
@@ -197,4 +209,5 @@ build_all() {
     "config/components/crd=manifests/crd config/components/rbac=manifests/rbac config/components/webhook=manifests/webhook" \
     ./cmd/kueue \
     || die "build of kueue $KUEUE_VERSION failed (see above)"
+  kueue_manifests_json || die "could not convert Kueue $KUEUE_VERSION's manifests to JSON"
 }

@@ -4,7 +4,7 @@
 # (~/.cache/tfps/kueue/<version>/manifests). Everything on 127.0.0.1:
 #   - webhook server 127.0.0.1:$KUEUE_WEBHOOK_PORT with a serving cert from the cluster CA (pki.sh); the
 #     Mutating/ValidatingWebhookConfigurations and the CRDs' conversion webhooks use
-#     `clientConfig.url: https://127.0.0.1:<port>/<path>` and the CA bundle (kueue_webhooks.py rewrites
+#     `clientConfig.url: https://127.0.0.1:<port>/<path>` and the CA bundle (kueue_manifests.py rewrites
 #     Kueue's service-based ones); Kueue's internal cert management is off;
 #   - health probes (plain http) and metrics (https, authn/authz by the API server) on loopback ports;
 #   - kubeconfig of the client-cert user system:kueue, bound to Kueue's own ClusterRoles (kueue-rbac.yaml).
@@ -52,36 +52,49 @@ YAML
   echo "$out"
 }
 
-# kueue_apply_api: the CRDs (conversion webhooks on 127.0.0.1), Kueue's ClusterRoles and their bindings.
-kueue_apply_api() {
-  local m=$KUEUE_DIR/manifests setup=$LOGS/kueue.setup.log rbac=$STATE/kueue/rbac.yaml crds=() c ca
-  sed 's/^  name: manager-role$/  name: kueue-manager-role/' "$m/rbac/role.yaml" >"$rbac"
-  { echo "---"; sed 's/^  name: metrics-auth-role$/  name: kueue-metrics-auth-role/' "$m/rbac/metrics_auth_role.yaml"; } >>"$rbac"
-  kubectl_ apply --server-side -f "$m/crd/bases" -f "$rbac" -f "$HACK_DIR/lib/kueue-rbac.yaml" >>"$setup" 2>&1 \
-    || fail_component kueue "applying Kueue's CRDs/RBAC failed (see $setup)"
+# kueue_render: api.json (the CRDs, conversion webhooks on 127.0.0.1) and webhooks.json (the webhook
+# configurations, rewritten) in $STATE/kueue, from the JSON the build kept; and Kueue's ClusterRoles renamed.
+kueue_render() {
+  local m=$KUEUE_DIR/manifests c conv=()
   # The CRDs Kueue's kustomization gives a conversion webhook (several served versions).
   for c in $(sed -n 's|^- path: patches/webhook_in_\(.*\)\.yaml$|\1|p' "$m/crd/kustomization.yaml"); do
-    crds+=("$c.kueue.x-k8s.io")
+    conv+=("$c.kueue.x-k8s.io")
   done
-  (( ${#crds[@]} )) || fail_component kueue "no conversion-webhook CRDs named in $m/crd/kustomization.yaml"
-  ca=$(base64 -w0 <"$PKI/ca.crt")
-  kubectl_ patch crd "${crds[@]}" --type=merge -p "{\"spec\":{\"conversion\":{\"strategy\":\"Webhook\",\"webhook\":{
-    \"conversionReviewVersions\":[\"v1\"],
-    \"clientConfig\":{\"url\":\"https://127.0.0.1:$KUEUE_WEBHOOK_PORT/convert\",\"caBundle\":\"$ca\"}}}}}" \
-    >>"$setup" 2>&1 || fail_component kueue "setting the CRDs' conversion webhook failed (see $setup)"
-  kubectl_ wait --for=condition=Established --timeout=60s -f "$m/crd/bases" >>"$setup" 2>&1 \
-    || fail_component kueue "Kueue's CRDs were not established (see $setup)"
+  (( ${#conv[@]} )) || fail_component kueue "no conversion-webhook CRDs named in $m/crd/kustomization.yaml"
+  python3 "$HACK_DIR/lib/kueue_manifests.py" "$KUEUE_WEBHOOK_PORT" "$PKI/ca.crt" "$m/crds.json" "$m/webhooks.json" \
+    "$STATE/kueue" "${conv[@]}" >"$STATE/kueue/crds.txt" 2>>"$LOGS/kueue.setup.log" \
+    || fail_component kueue "rewriting Kueue's manifests failed (see $LOGS/kueue.setup.log)"
+  sed 's/^  name: manager-role$/  name: kueue-manager-role/' "$m/rbac/role.yaml" >"$STATE/kueue/rbac.yaml"
+  { echo "---"; sed 's/^  name: metrics-auth-role$/  name: kueue-metrics-auth-role/' "$m/rbac/metrics_auth_role.yaml"; } \
+    >>"$STATE/kueue/rbac.yaml"
 }
 
-# kueue_apply_webhooks: Kueue's webhook configurations, rewritten to 127.0.0.1 (after Kueue is ready,
-# so no request ever meets a registered webhook that is not listening yet).
+# kueue_apply_api: the CRDs, Kueue's ClusterRoles and their bindings (`create`: etcd is new at every `up`).
+kueue_apply_api() {
+  local setup=$LOGS/kueue.setup.log
+  kubectl_ create -f "$STATE/kueue/api.json" -f "$STATE/kueue/rbac.yaml" -f "$HACK_DIR/lib/kueue-rbac.yaml" \
+    >>"$setup" 2>&1 || fail_component kueue "creating Kueue's CRDs/RBAC failed (see $setup)"
+  local want t0=$SECONDS
+  want=$(wc -w <"$STATE/kueue/crds.txt")
+  until (( $(kueue_crds_established) == want )); do
+    (( SECONDS - t0 < 60 )) || fail_component kueue "Kueue's CRDs were not established after 60s"
+    sleep 0.2
+  done
+}
+
+# kueue_crds_established: how many of Kueue's CRDs are Established (one list call; `kubectl wait` on
+# eleven CRDs takes over a second even when all are)
+kueue_crds_established() {
+  kubectl_ get crd -l app.kubernetes.io/part-of=tfps-hack-cluster --request-timeout=5s \
+    -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Established")].status}{"\n"}{end}' 2>/dev/null |
+    grep -c '^True$' || true
+}
+
+# kueue_apply_webhooks: the webhook configurations, after Kueue is ready (so no request ever meets a
+# registered webhook that is not listening yet).
 kueue_apply_webhooks() {
-  local setup=$LOGS/kueue.setup.log out=$STATE/kueue/webhooks.json
-  "$K8S_BIN/kubectl" label --local -o json -f "$KUEUE_DIR/manifests/webhook/manifests.yaml" \
-    app.kubernetes.io/part-of=tfps-hack-cluster 2>>"$setup" |
-    python3 "$HACK_DIR/lib/kueue_webhooks.py" "$KUEUE_WEBHOOK_PORT" "$PKI/ca.crt" >"$out" 2>>"$setup" \
-    || fail_component kueue "rewriting Kueue's webhook configurations failed (see $setup)"
-  kubectl_ apply --server-side -f "$out" >>"$setup" 2>&1 || fail_component kueue "applying the webhooks failed (see $setup)"
+  kubectl_ create -f "$STATE/kueue/webhooks.json" >>"$LOGS/kueue.setup.log" 2>&1 \
+    || fail_component kueue "creating the webhook configurations failed (see $LOGS/kueue.setup.log)"
 }
 
 # kueue_webhook_answers: the API server reaches Kueue's webhook (a server-side dry run of a ResourceFlavor
@@ -99,6 +112,7 @@ start_kueue() {
   mkdir -p "$STATE/kueue/certs"
   ln -sfn "$PKI/kueue.crt" "$STATE/kueue/certs/tls.crt"
   ln -sfn "$PKI/kueue.key" "$STATE/kueue/certs/tls.key"
+  kueue_render
   kueue_apply_api
   local cfg wrap
   cfg=$(write_kueue_config)
@@ -112,4 +126,5 @@ start_kueue() {
   wait_for kueue 120 curl -fsS --max-time 2 "http://127.0.0.1:$KUEUE_HEALTH_PORT/readyz"
   kueue_apply_webhooks
   wait_for kueue 30 kueue_webhook_answers
+  log "  kueue webhooks answer on 127.0.0.1:$KUEUE_WEBHOOK_PORT"
 }
