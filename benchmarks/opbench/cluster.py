@@ -20,6 +20,11 @@ PORTS = {
     "TFPS_ETCD_PEER_PORT": "17380",
     "TFPS_KCM_PORT": "17257",
     "TFPS_SCHED_PORT": "17259",
+    "TFPS_GANG_SCHED_PORT": "17261",
+    "TFPS_PODGROUP_CTRL_PORT": "17262",
+    "TFPS_KUEUE_WEBHOOK_PORT": "17263",
+    "TFPS_KUEUE_METRICS_PORT": "17264",
+    "TFPS_KUEUE_HEALTH_PORT": "17265",
 }
 AUDIT_LOG = STATE / "logs" / "audit.log"
 USERS = {"tfps": "bench-tfps-operator", "tfjob": "bench-tfjob-operator"}

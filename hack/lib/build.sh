@@ -132,12 +132,15 @@ build_simple() {
   log "  built $comp $ver in $((SECONDS - t0))s"
 }
 
-# build_module_main COMPONENT MODULE VERSION LDFLAGS REPLACES PKG... : Go commands built INSIDE their own
-# module (a copy of its source from the module cache), so its go.mod replace directives and go.sum apply
-# as upstream builds it. For modules whose go.mod pins k8s.io staging repos by replace (scheduler-plugins).
+# build_module_main COMPONENT MODULE VERSION LDFLAGS REPLACES KEEP PKG... : Go commands built INSIDE their
+# own module (a copy of its source from the module cache), so its go.mod replace directives and go.sum apply
+# as upstream builds it. For modules whose go.mod pins k8s.io staging repos by replace (scheduler-plugins)
+# or whose commands are not `go install`-able from outside (kueue).
 # REPLACES: space-separated MODULE=MODULE@VERSION added to that go.mod (a pin the proxy does not serve).
+# KEEP: space-separated SRC=DEST: directories of that module's source (CRDs, RBAC, webhook manifests of that
+# very version) kept under the cache directory next to bin/.
 build_module_main() {
-  local comp=$1 module=$2 ver=$3 extra_ld=$4 replaces=$5 r; shift 5
+  local comp=$1 module=$2 ver=$3 extra_ld=$4 replaces=$5 keep=$6 r k; shift 6
   local dir="$TFPS_CACHE/$comp/$ver" src mod logf t0=$SECONDS
   [[ -f $dir/bin/.complete ]] && return 0
   lock_build "$dir"; [[ -f $dir/bin/.complete ]] && return 0
@@ -149,7 +152,10 @@ build_module_main() {
   for r in $replaces; do ( cd "$mod" && go mod edit -replace="$r" ) || return 1; done
   ( cd "$mod" && run_build "$comp (go build)" "$logf" go build -mod=mod -trimpath -ldflags="-s -w $extra_ld" -o "$mod/out/" "$@" ) || return 1
   rm -rf "${dir:?}/bin" && mv "$mod/out" "$dir/bin"
-  rm -rf "${dir:?}/manifests" && mv "$mod/manifests" "$dir/manifests"   # CRDs and sample configs of that version
+  for k in $keep; do
+    [[ -d $mod/${k%%=*} ]] || { echo "!! $module@$ver has no ${k%%=*}/" >&2; return 1; }
+    rm -rf "${dir:?}/${k#*=}" && mkdir -p "$(dirname "$dir/${k#*=}")" && mv "$mod/${k%%=*}" "$dir/${k#*=}"
+  done
   echo "$module $ver; $(go version)" >"$dir/bin/VERSIONS"
   rm -rf "$mod"
   touch "$dir/bin/.complete"
@@ -171,6 +177,18 @@ kwok_stages() {
   mv "$out.tmp" "$out"
 }
 
+# kueue_manifests_json: Kueue's CRDs and webhook configurations as JSON (kubectl reads the YAML once per
+# version), for hack/lib/kueue_manifests.py to point at 127.0.0.1 at every `up` without a YAML parser.
+kueue_manifests_json() {
+  local m="$TFPS_CACHE/kueue/$KUEUE_VERSION/manifests" kubectl="$TFPS_CACHE/k8s/$K8S_VERSION/bin/kubectl" f
+  for f in crds webhooks; do
+    [[ -s $m/$f.json ]] && continue
+    local src=$m/crd/bases; [[ $f == webhooks ]] && src=$m/webhook/manifests.yaml
+    "$kubectl" label --local -o json -f "$src" app.kubernetes.io/part-of=tfps-hack-cluster >"$m/$f.json.tmp" \
+      && mv "$m/$f.json.tmp" "$m/$f.json" || return 1
+  done
+}
+
 build_all() {
   command -v go >/dev/null || die "go is not installed (need a Go toolchain >= 1.26 to build the control plane)"
   build_k8s || die "build of Kubernetes $K8S_VERSION failed (see above)"
@@ -183,6 +201,13 @@ build_all() {
   # controller (PodGroup status: phase, scheduled/running counts).
   build_module_main scheduler-plugins sigs.k8s.io/scheduler-plugins "$SCHED_PLUGINS_VERSION" \
     "-X k8s.io/component-base/version.gitVersion=$SCHED_PLUGINS_K8S_VERSION" "$SCHED_PLUGINS_REPLACES" \
-    ./cmd/scheduler ./cmd/controller \
+    "manifests=manifests" ./cmd/scheduler ./cmd/controller \
     || die "build of scheduler-plugins $SCHED_PLUGINS_VERSION failed (see above)"
+  # Kueue's controller manager, with the CRDs, RBAC and webhook manifests of the same version.
+  build_module_main kueue sigs.k8s.io/kueue "$KUEUE_VERSION" \
+    "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" "" \
+    "config/components/crd=manifests/crd config/components/rbac=manifests/rbac config/components/webhook=manifests/webhook" \
+    ./cmd/kueue \
+    || die "build of kueue $KUEUE_VERSION failed (see above)"
+  kueue_manifests_json || die "could not convert Kueue $KUEUE_VERSION's manifests to JSON"
 }

@@ -87,6 +87,8 @@ ensure_pki() {
     "admin tfps-admin system:masters client" \
     "kwok kwok-controller system:masters client" \
     "scheduler-plugins-client system:scheduler-plugins - client" \
+    "kueue kueue-webhook - server" \
+    "kueue-client system:kueue - client" \
     "front-proxy-client front-proxy-client - client front-proxy-ca"; do
     # shellcheck disable=SC2086  # deliberate word splitting of the spec
     set -- $spec
@@ -97,7 +99,7 @@ ensure_pki() {
   local kc
   for kc in "kube-controller-manager kube-controller-manager-client system:kube-controller-manager" \
     "kube-scheduler kube-scheduler-client system:kube-scheduler" "kwok kwok kwok-controller" \
-    "scheduler-plugins scheduler-plugins-client system:scheduler-plugins"; do
+    "scheduler-plugins scheduler-plugins-client system:scheduler-plugins" "kueue kueue-client system:kueue"; do
     # shellcheck disable=SC2086
     set -- $kc
     if (( made )) || [[ ! -s $PKI/$1.kubeconfig ]] || ! grep -q "server: $SERVER\$" "$PKI/$1.kubeconfig"; then

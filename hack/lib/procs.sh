@@ -18,14 +18,20 @@ proc_pid() {
 proc_alive() { proc_pid "$1" >/dev/null; }
 
 # start_proc NAME BINARY ARGS... : start detached (own session), log to $LOGS/NAME.log
-start_proc() {
-  local name=$1; shift
+start_proc() { start_proc_via "$1" 0 "${@:2}"; }
+
+# start_proc_via NAME N WRAPPER(N words)... BINARY ARGS... : the same, launched through a wrapper command
+# that ends by exec'ing BINARY ARGS in its own process (e.g. `unshare ... sh -c '...; exec "$@"'`): the
+# pid file and the recorded command line are BINARY's.
+start_proc_via() {
+  local name=$1 n=$2; shift 2
+  local wrap=("${@:1:n}"); shift "$n"
   [[ -x $1 ]] || fail_component "$name" "binary $1 is missing"
   log "starting $name (log: ${LOGS#"$REPO"/}/$name.log)"
   [[ -f $LOGS/$name.log ]] && mv -f "$LOGS/$name.log" "$LOGS/$name.log.prev"   # keep one previous run
   printf '==== %s start %s\n%s\n' "$name" "$(date -u +%FT%TZ)" "$*" >"$LOGS/$name.log"
   # 9>&-: never hand the `up` lock (fd 9) to a long-lived process, or every later `up` waits forever
-  setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &
+  setsid "${wrap[@]}" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9>&- &
   local pid=$! cmd i actual
   echo "$pid" >"$PIDS/$name.pid"
   cmd=$(printf '%s ' "$@"); printf '%s' "$cmd" >"$PIDS/$name.cmd"
@@ -85,7 +91,7 @@ stop_group() {
 
 # stop_all : stop every component we started: clients first, then the apiserver, then etcd
 stop_all() {
-  stop_group gang-scheduler podgroup-controller kwok kube-scheduler kube-controller-manager
+  stop_group kueue gang-scheduler podgroup-controller kwok kube-scheduler kube-controller-manager
   stop_group kube-apiserver
   stop_group etcd
 }

@@ -29,6 +29,7 @@ COMPONENTS = [
     "kwok",
     "gang-scheduler",
     "podgroup-controller",
+    "kueue",
 ]
 PORT_VARS = [
     "TFPS_ETCD_PORT",
@@ -38,6 +39,9 @@ PORT_VARS = [
     "TFPS_SCHED_PORT",
     "TFPS_GANG_SCHED_PORT",
     "TFPS_PODGROUP_CTRL_PORT",
+    "TFPS_KUEUE_WEBHOOK_PORT",
+    "TFPS_KUEUE_METRICS_PORT",
+    "TFPS_KUEUE_HEALTH_PORT",
 ]
 
 
