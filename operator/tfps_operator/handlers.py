@@ -97,7 +97,12 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: ko
     views = controller.views = informers(
         kube, controller, ours.namespaces, podgroup.gang_enabled(ours.build), wlm.kueue_enabled(ours.build)
     )
-    watched = [views.pods, views.export_jobs, *views.children, *([views.workloads] if views.workloads else [])]
+    watched = [
+        views.pods,
+        views.export_jobs,
+        *views.children,
+        *([views.workloads] if views.workloads is not None else []),
+    ]
     assert all(isinstance(w, Informer) for w in watched)
     memo.tasks = [asyncio.create_task(w.run()) for w in watched if isinstance(w, Informer)]
     memo.tasks.append(asyncio.create_task(controller.work([w.synced for w in watched if isinstance(w, Informer)])))
