@@ -927,7 +927,7 @@ def test_exit_code_table_kinds_and_the_documented_table():
 # --- admission: a new run's children are validated (dry-run) before any is created -------------------
 
 
-def test_a_new_job_asks_to_validate_every_child_before_creating_any():
+def test_a_new_job_asks_to_validate_every_child_one_pod_per_replica_type_before_creating_any():
     job = make_job(ps=1, workers=2)
     plan = reconcile(job, status(), observed(job, existing=set()), T0, CFG)
     keys = sorted(f"{m['kind']}/{m['metadata']['name']}" for m in plan.validate)
@@ -938,7 +938,6 @@ def test_a_new_job_asks_to_validate_every_child_before_creating_any():
         "Pod/mnist-chief-0",
         "Pod/mnist-ps-0",
         "Pod/mnist-worker-0",
-        "Pod/mnist-worker-1",
         "Service/mnist",
     ]
 
@@ -948,9 +947,11 @@ def test_a_restarted_run_is_validated_again_and_a_running_one_is_not():
     restarted = reconcile(
         job, status(phase="Restarting", restarts=1, startTime=T0.isoformat()), observed(job, []), T0, CFG
     )
-    assert created_names(restarted) and {m["metadata"]["name"] for m in restarted.validate} >= set(
-        created_names(restarted)
-    )
+    assert created_names(restarted) and {m["metadata"]["name"] for m in restarted.validate} >= {
+        "mnist-chief-0",
+        "mnist-ps-0",
+        "mnist-worker-0",
+    }
     pods = all_pods(job)
     pods[2] = pod(job, "worker", 0, "Failed", exit_code=1)
     plan = reconcile(job, status(**RUNNING), observed(job, pods[:2]), T0, CFG)  # a worker recreated alone
@@ -963,9 +964,12 @@ def test_refusals_fail_the_job_naming_the_template_once_per_replica_type():
     job = make_job(ps=1, workers=2)
     new = reconcile(job, status(), observed(job, existing=set()), T0, CFG)
     pods = {m["metadata"]["name"]: m for m in new.validate if m["kind"] == "Pod"}
+    assert sorted(pods) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0"]
     refusals = {
         where(pods["mnist-worker-0"]): 'spec.containers[0].volumeMounts[2].name: Not found: "data"',
-        where(pods["mnist-worker-1"]): 'spec.containers[0].volumeMounts[2].name: Not found: "data"',
+        where(
+            {**pods["mnist-worker-0"], "metadata": {**pods["mnist-worker-0"]["metadata"], "name": "mnist-worker-1"}}
+        ): ('spec.containers[0].volumeMounts[2].name: Not found: "data"'),
     }
     plan = verdict(new.status, 1, refusals, T0)
     assert plan.status.phase == "Failed" and cond(plan, C.FAILED) == ("True", "InvalidSpec")

@@ -216,16 +216,24 @@ def _finish_workload(r: _Reconciliation) -> None:
 
 
 def _validate_new_run(r: _Reconciliation, children: list[dict[str, Any]]) -> None:
-    """A run none of whose pods exist yet, about to create children: have the API server validate them all
-    first (see :attr:`Plan.validate`)."""
+    """A run none of whose pods exist yet, about to create children: have the API server validate them
+    first, one pod of each replica type (see :attr:`Plan.validate`)."""
     if r.status.phase in TERMINAL or not r.plan.creates():
         return
     if any(p.restart == r.status.restarts and not p.deleting for p in r.obs.pods):
         return
     seen = {c.key for c in r.plan.creates()}
-    r.plan.validate = [c.manifest for c in r.plan.creates()] + [
+    candidates = [c.manifest for c in r.plan.creates()] + [
         m for m in children if f"{m['kind']}/{m['metadata']['name']}" not in seen
     ]
+    # The pods of one replica type come from one template and differ only in name, index and TF_CONFIG:
+    # what the API server would refuse in one it refuses in all, so one of each is asked about.
+    roles: set[str] = set()
+    for m in candidates:
+        role = (m["metadata"].get("labels") or {}).get(labels.REPLICA_TYPE) if m["kind"] == "Pod" else None
+        if role is None or role not in roles:
+            r.plan.validate.append(m)
+            roles.add(role or "")
 
 
 def invalid_spec(status: PSTrainingJobStatus, generation: int | None, message: str, now: datetime) -> Plan:
