@@ -669,17 +669,20 @@ def on_gcs(job: dict[str, Any], bucket: str, proxy_url: str, ca_config_map: str)
 
 
 def test_a_gs_job_trains_checkpoints_and_exports_through_the_node_network(
-    operated, realnode, gcs_on_node, kubeconfig, wait_until, tmp_path
+    operated, realnode, gcs_on_node, kubeconfig, wait_until, tmp_path, capsys
 ):
     """spec.storage.uri gs:// on real pods: the chief and the export Job reach the emulator only through the
     proxy on the node's bridge address (no default route, nothing else of the host open to pods); the
     checkpoints, TensorBoard events and the export (manifest last, LATEST) land in the bucket, the job's
-    status names them, and the download through a reader pod is refused naming spec.storage.uri."""
+    status names them, and `tfps artifacts --download` reads the export through a reader pod that reaches
+    the bucket the same way."""
     import hashlib
     import json
     import secrets
 
+    from tfps_operator.cli import main as tfps
     from tfps_operator.client import NoExports, TFPSClient
+    from tfps_operator.manifests.artifact_reader import READER_LABEL
 
     kube, op, _ = operated
     gcs = gcs_on_node
@@ -727,11 +730,28 @@ def test_a_gs_job_trains_checkpoints_and_exports_through_the_node_network(
     # the job's NetworkPolicy restricts ingress only: nothing in it stands between the chief and the proxy
     np = kube.net.read_namespaced_network_policy(names.network_policy_name("quickstart"), kube.ns).to_dict()
     assert np["spec"]["policy_types"] == ["Ingress"] and not np["spec"].get("egress"), np["spec"]
-    # a download through a reader pod cannot read object storage: refused, naming the field and the prefix
-    with pytest.raises(
-        NoExports,
-        match=re.escape(f"spec.storage.uri: the job's files are in object storage under gs://{bucket}/{prefix}"),
-    ):
-        TFPSClient(kubeconfig=kubeconfig, namespace=kube.ns).download_artifacts("quickstart", dest=tmp_path / "dl")
+    # tfps artifacts --download: a reader pod with the chief's storage settings streams exports/<step>/ out of
+    # the bucket; every file matches the bucket's object and manifest.json
+    client = TFPSClient(kubeconfig=kubeconfig, namespace=kube.ns)
+    got = client.download_artifacts("quickstart", dest=tmp_path / "dl")
+    assert got == tmp_path / "dl" / str(steps)
+    local = {str(p.relative_to(got)): p.read_bytes() for p in got.rglob("*") if p.is_file()}
+    published = {n.split(f"/exports/{steps}/", 1)[1] for n in objects if f"/exports/{steps}/" in n}
+    assert set(local) == published and "manifest.json" in local, (sorted(local), sorted(published))
+    for rel, data in local.items():
+        assert gcs.get(bucket, f"{prefix}/exports/{steps}/{rel}") == data, rel
+    code = tfps(
+        ["artifacts", "quickstart", "--download", str(tmp_path / "cli"), "--kubeconfig", kubeconfig, "-n", kube.ns]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 and f"downloaded to {tmp_path / 'cli' / str(steps)} (every file matches manifest.json)" in out
+    with pytest.raises(NoExports, match=re.escape(f"has no export at step 7 (gs://{bucket}/{prefix}/exports/7)")):
+        client.download_artifacts("quickstart", dest=tmp_path / "none", step=7)
+    wait_until(
+        lambda: not kube.core.list_namespaced_pod(kube.ns, label_selector=READER_LABEL).items,
+        timeout=60,
+        interval=1,
+        what="reader pods gone",
+    )
     no_image_pulls(kube.core, kube.ns)
     print(f"\ngs:// quickstart on the real node: Succeeded after {t_done:.0f}s, {len(objects)} objects in the bucket")
