@@ -12,7 +12,9 @@ certificate ``hack/gcs-emulator ca`` made, and forwards each request as plain HT
 
 Usage: python gcsproxy.py --listen 127.0.0.1:PORT --upstream 127.0.0.1:PORT --cert CRT --key KEY
 Prints ``ready <port>`` on stdout once listening (``--listen 127.0.0.1:0`` picks a free port).
-Listens on loopback only; refuses any other listen address.
+Listens on loopback, or on the real node's bridge address (``TFPS_REALNODE_NODE_IP``, 10.213.0.1 by
+default: a network hack/realnode/node creates, where that node's pods reach it); refuses any other
+listen address. The upstream is loopback only.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ from __future__ import annotations
 import argparse
 import http.client
 import ipaddress
+import os
 import socket
 import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+BRIDGE_ADDRESS = os.environ.get("TFPS_REALNODE_NODE_IP", "10.213.0.1")
+"""The real node's bridge address (hack/realnode/node): its pods reach the host there."""
 _HOP = {"connection", "proxy-connection", "keep-alive", "transfer-encoding", "te", "upgrade", "proxy-authorization"}
 
 
@@ -105,10 +110,13 @@ class _Server(ThreadingHTTPServer):
         self.upstream, self.tls, self.verbose = upstream, tls, verbose
 
 
-def _addr(text: str, what: str) -> tuple[str, int]:
+def _addr(text: str, what: str, also: str | None = None) -> tuple[str, int]:
+    """``host:port`` whose host is loopback (or ``also``, when given); anything else is refused."""
     host, _, port = text.rpartition(":")
-    if not ipaddress.ip_address(host).is_loopback:
-        raise SystemExit(f"gcsproxy: --{what} {text}: loopback addresses only")
+    addr = ipaddress.ip_address(host)
+    if not addr.is_loopback and (also is None or addr != ipaddress.ip_address(also)):
+        allowed = "loopback addresses" + (f" or {also} (the real node's bridge)" if also else "")
+        raise SystemExit(f"gcsproxy: --{what} {text}: {allowed} only")
     return host, int(port)
 
 
@@ -122,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     tls.load_cert_chain(a.cert, a.key)
-    server = _Server(_addr(a.listen, "listen"), _addr(a.upstream, "upstream"), tls, a.verbose)
+    server = _Server(_addr(a.listen, "listen", BRIDGE_ADDRESS), _addr(a.upstream, "upstream"), tls, a.verbose)
     print(f"ready {server.server_address[1]}", flush=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:

@@ -60,3 +60,26 @@ def test_checkpoint_saves_and_restores_on_gs_through_the_emulator(gcs: GcsEmulat
     assert not any(n.startswith("rig/checkpoints/ckpt-1.") for n in objects)
     # the 256x256 float32 variable is really stored: its data shard holds at least 256 KiB
     assert max(size for n, size in objects.items() if n.startswith("rig/checkpoints/ckpt-3.data-")) >= 256 * 1024
+
+
+def test_the_export_stream_tars_a_prefix_and_names_a_missing_object(gcs: GcsEmulator, bucket: str) -> None:
+    """`python -m tfps_trainer.export.stream` (what `tfps artifacts --download` runs in its reader pod for a
+    gs:// job): every object under the prefix, nested ones too, byte for byte; a missing object or prefix
+    exits 1 with "No such file" (what the client turns into NoExports)."""
+    import io
+    import tarfile
+
+    files = {"manifest.json": b'{"artifacts": []}', "savedmodel/saved_model.pb": b"\x08\x01" * 1000, "m.tflite": b""}
+    for name, data in files.items():
+        gcs.put(bucket, f"jobs/ns/j/exports/300/{name}", data)
+    gcs.put(bucket, "jobs/ns/j/exports/3000/other", b"not under 300/")
+    stream = [sys.executable, "-m", "tfps_trainer.export.stream"]
+    root = f"gs://{bucket}/jobs/ns/j/exports"
+    tar = subprocess.run([*stream, "tar", f"{root}/300"], env=gcs.env(), capture_output=True, timeout=300)
+    assert tar.returncode == 0, tar.stderr[-3000:]
+    with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as t:
+        got = {m.name: t.extractfile(m).read() for m in t.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    assert got == files
+    for args in (["cat", f"{root}/LATEST"], ["tar", f"{root}/7"]):
+        miss = subprocess.run([*stream, *args], env=gcs.env(), capture_output=True, text=True, timeout=300)
+        assert miss.returncode == 1 and f"No such file: {args[1]}" in miss.stderr, (args, miss.stderr[-2000:])

@@ -630,3 +630,128 @@ def test_network_policy_is_enforced_between_real_pods(operated, realnode, cluste
     assert "tfps_step" in seen["scraper"]["raw"], seen["scraper"]["raw"]  # the trainer's metrics, scraped
     own_seen = {k: v.split(" ")[0] for k, v in json.loads(own.stdout.strip().splitlines()[-1]).items()}
     assert own_seen == {"ps-grpc": "open", "worker-grpc": "open"}, own.stdout
+
+
+@pytest.fixture
+def gcs_on_node(realnode, tmp_path):
+    """fake-gcs-server on 127.0.0.1 and its TLS proxy (hack/lib/gcsproxy.py) on the node's bridge address
+    only, the proxy's port opened to the node's pods (`hack/realnode/node host-port`); closed afterwards."""
+    from support.gcs import GcsEmulator
+
+    node = REPO / "hack" / "realnode" / "node"
+    emu = GcsEmulator(tmp_path / "gcs", proxy_host=NODE_IP).start()
+    try:
+        subprocess.run([str(node), "host-port", "open", str(emu.proxy_port)], check=True, timeout=60)
+        yield emu
+    finally:
+        subprocess.run([str(node), "host-port", "close", str(emu.proxy_port)], timeout=60)
+        emu.stop()
+
+
+GCS_CA_DIR = "/etc/tfps/gcs-ca"
+
+
+def on_gcs(job: dict[str, Any], bucket: str, proxy_url: str, ca_config_map: str) -> dict[str, Any]:
+    """``job`` with its files under gs://<bucket>/jobs, reached the way a user of a private endpoint would
+    set it up: the chief's template (which the export Job takes too) gets HTTPS_PROXY, the CA bundle from a
+    ConfigMap as CURL_CA_BUNDLE, and the emulator's test token instead of credentials."""
+    job["spec"]["storage"] = {"uri": f"gs://{bucket}/jobs"}
+    spec = job["spec"]["replicas"]["chief"].setdefault("template", {}).setdefault("spec", {})
+    spec["volumes"] = [{"name": "gcs-ca", "configMap": {"name": ca_config_map}}]
+    spec["volumeMounts"] = [{"name": "gcs-ca", "mountPath": GCS_CA_DIR, "readOnly": True}]
+    spec["env"] = [
+        {"name": "HTTPS_PROXY", "value": proxy_url},
+        {"name": "CURL_CA_BUNDLE", "value": f"{GCS_CA_DIR}/ca.crt"},
+        {"name": "GOOGLE_AUTH_TOKEN_FOR_TESTING", "value": "emulator"},
+        {"name": "NO_GCE_CHECK", "value": "True"},
+    ]
+    return job
+
+
+def test_a_gs_job_trains_checkpoints_and_exports_through_the_node_network(
+    operated, realnode, gcs_on_node, kubeconfig, wait_until, tmp_path, capsys
+):
+    """spec.storage.uri gs:// on real pods: the chief and the export Job reach the emulator only through the
+    proxy on the node's bridge address (no default route, nothing else of the host open to pods); the
+    checkpoints, TensorBoard events and the export (manifest last, LATEST) land in the bucket, the job's
+    status names them, and `tfps artifacts --download` reads the export through a reader pod that reaches
+    the bucket the same way."""
+    import hashlib
+    import json
+    import secrets
+
+    from tfps_operator.cli import main as tfps
+    from tfps_operator.client import NoExports, TFPSClient
+    from tfps_operator.manifests.artifact_reader import READER_LABEL
+
+    kube, op, _ = operated
+    gcs = gcs_on_node
+    bucket = gcs.create_bucket(f"tfps-{secrets.token_hex(4)}")
+    kube.core.create_namespaced_config_map(
+        kube.ns, {"metadata": {"name": "gcs-ca"}, "data": {"ca.crt": gcs.ca.read_text()}}
+    )
+    t0 = time.monotonic()
+    kube.create_job(on_gcs(quickstart(), bucket, gcs.proxy_url, "gcs-ca"))
+    pods = wait_until(
+        lambda: trainer_pods_running(kube, "quickstart", 4), timeout=300, interval=1, what="4 pods Running"
+    )
+    for name, p in pods.items():
+        env = {e["name"] for e in p["spec"]["containers"][0].get("env") or []}
+        # only the chief touches the job's files: the proxy settings are its template's alone
+        assert ("HTTPS_PROXY" in env) == ("-chief-" in name), (name, env)
+        assert not any(v.get("persistentVolumeClaim") for v in p["spec"]["volumes"]), name
+    st = wait_until(
+        lambda: (s := kube.status("quickstart")).get("phase") in ("Succeeded", "Failed") and s,
+        timeout=900,
+        interval=2,
+        what="the gs:// quickstart Succeeded",
+    )
+    t_done = time.monotonic() - t0
+    assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
+    steps = kube.job("quickstart")["spec"]["training"]["steps"]
+    prefix = f"jobs/{kube.ns}/quickstart"
+    objects = gcs.objects(bucket, f"{prefix}/")
+    assert f"{prefix}/checkpoints/ckpt-{steps}.index" in objects, sorted(objects)
+    assert any(n.startswith(f"{prefix}/checkpoints/ckpt-{steps}.data-") for n in objects), sorted(objects)
+    assert any("/tensorboard/chief/events.out.tfevents." in n for n in objects), sorted(objects)
+    assert (st.get("checkpoint") or {}).get("step") == steps, st
+    assert (st["checkpoint"].get("path") or "").startswith(f"gs://{bucket}/{prefix}/checkpoints/ckpt-{steps}"), st
+    export = st["export"]
+    assert export["step"] == steps, export
+    assert {a["format"] for a in export["artifacts"]} == {"savedmodel", "tflite", "onnx"}, export
+    # published by the manifest rule: every artifact's checksum as the manifest says, then LATEST
+    assert gcs.get(bucket, f"{prefix}/exports/LATEST").decode().strip() == str(steps)
+    manifest = json.loads(gcs.get(bucket, f"{prefix}/exports/{steps}/manifest.json"))
+    assert {a["format"] for a in manifest["artifacts"]} == {"savedmodel", "tflite", "onnx"}, manifest
+    for a in manifest["artifacts"]:
+        base = f"{prefix}/exports/{steps}/{a['path']}"
+        for rel, digest in [(f"{base}/{f['path']}", f["sha256"]) for f in a.get("files", [])] or [(base, a["sha256"])]:
+            assert hashlib.sha256(gcs.get(bucket, rel)).hexdigest() == digest, rel
+    # the job's NetworkPolicy restricts ingress only: nothing in it stands between the chief and the proxy
+    np = kube.net.read_namespaced_network_policy(names.network_policy_name("quickstart"), kube.ns).to_dict()
+    assert np["spec"]["policy_types"] == ["Ingress"] and not np["spec"].get("egress"), np["spec"]
+    # tfps artifacts --download: a reader pod with the chief's storage settings streams exports/<step>/ out of
+    # the bucket; every file matches the bucket's object and manifest.json
+    client = TFPSClient(kubeconfig=kubeconfig, namespace=kube.ns)
+    got = client.download_artifacts("quickstart", dest=tmp_path / "dl")
+    assert got == tmp_path / "dl" / str(steps)
+    local = {str(p.relative_to(got)): p.read_bytes() for p in got.rglob("*") if p.is_file()}
+    published = {n.split(f"/exports/{steps}/", 1)[1] for n in objects if f"/exports/{steps}/" in n}
+    assert set(local) == published and "manifest.json" in local, (sorted(local), sorted(published))
+    for rel, data in local.items():
+        assert gcs.get(bucket, f"{prefix}/exports/{steps}/{rel}") == data, rel
+    code = tfps(
+        ["artifacts", "quickstart", "--download", str(tmp_path / "cli"), "--kubeconfig", kubeconfig, "-n", kube.ns]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 and f"downloaded to {tmp_path / 'cli' / str(steps)} (every file matches manifest.json)" in out
+    with pytest.raises(NoExports, match=re.escape(f"has no export at step 7 (gs://{bucket}/{prefix}/exports/7)")):
+        client.download_artifacts("quickstart", dest=tmp_path / "none", step=7)
+    wait_until(
+        lambda: not kube.core.list_namespaced_pod(kube.ns, label_selector=READER_LABEL).items,
+        timeout=60,
+        interval=1,
+        what="reader pods gone",
+    )
+    no_image_pulls(kube.core, kube.ns)
+    print(f"\ngs:// quickstart on the real node: Succeeded after {t_done:.0f}s, {len(objects)} objects in the bucket")

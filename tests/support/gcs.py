@@ -45,6 +45,9 @@ class GcsEmulator:
     """fake-gcs-server + the TLS proxy, started by :meth:`start`, stopped by :meth:`stop`."""
 
     workdir: Path
+    proxy_host: str = "127.0.0.1"
+    """Where the TLS proxy listens: loopback, or the real node's bridge address for its pods (the emulator
+    itself always listens on 127.0.0.1, reached only through the proxy and the test's own API calls)."""
     emulator_port: int = 0
     proxy_port: int = 0
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -52,6 +55,11 @@ class GcsEmulator:
     @property
     def ca(self) -> Path:
         return self.workdir / "ca.crt"
+
+    @property
+    def proxy_url(self) -> str:
+        """``HTTPS_PROXY`` for TensorFlow's GCS client."""
+        return f"http://{self.proxy_host}:{self.proxy_port}"
 
     def start(self) -> GcsEmulator:
         binary = emulator_binary()
@@ -85,7 +93,7 @@ class GcsEmulator:
                 sys.executable,
                 str(HACK / "lib" / "gcsproxy.py"),
                 "--listen",
-                "127.0.0.1:0",
+                f"{self.proxy_host}:0",
                 "--upstream",
                 f"127.0.0.1:{self.emulator_port}",
                 "--cert",
@@ -189,7 +197,7 @@ class GcsEmulator:
         env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
         env.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
         env.update(
-            HTTPS_PROXY=f"http://127.0.0.1:{self.proxy_port}",
+            HTTPS_PROXY=self.proxy_url,
             NO_PROXY="127.0.0.1,localhost",
             no_proxy="127.0.0.1,localhost",
             CURL_CA_BUNDLE=str(self.ca),

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from _operator_helpers import CFG, make_job
 
-from tfps_operator.manifests.artifact_reader import reader_pod
+from tfps_operator.manifests.artifact_reader import exports_dir, reader_pod
 from tfps_operator.manifests.export_job import export_job
 from tfps_operator.manifests.pods import desired_pods
 from tfps_operator.manifests.pvc import storage_claim
@@ -66,7 +65,35 @@ def test_the_credentials_secret_reaches_the_chief_evaluator_and_export_only():
     assert "gcs-key" not in json.dumps(JobSettings.from_env(_env(export)).model_dump())
 
 
-def test_the_artifact_reader_refuses_a_gs_job_naming_the_field():
-    job = make_job(storage={"uri": "gs://team-bucket/jobs"})
-    with pytest.raises(ValueError, match=r"^spec\.storage\.uri: .*gs://team-bucket/jobs/team-a/mnist"):
-        reader_pod(job, "reader", "busybox", 60)
+def test_the_artifact_reader_of_a_gs_job_reads_the_bucket_as_the_chief_does():
+    """No claim; the credentials Secret, the chief's env, volumes, mounts and service account (a proxy, a
+    CA bundle, workload identity); a writable /tmp for TensorFlow; still scheduled like the chief."""
+    ca_volume = {"name": "gcs-ca", "configMap": {"name": "gcs-ca"}}
+    ca_mount = {"name": "gcs-ca", "mountPath": "/etc/gcs-ca", "readOnly": True}
+    chief = {
+        "template": {
+            "spec": {
+                "serviceAccountName": "trainer",
+                "env": [{"name": "HTTPS_PROXY", "value": "http://10.0.0.10:3128"}],
+                "volumes": [ca_volume],
+                "volumeMounts": [ca_mount],
+                "nodeSelector": {"pool": "cpu"},
+            }
+        }
+    }
+    job = make_job(
+        storage={"uri": "gs://team-bucket/jobs", "credentialsSecret": {"name": "gcs-key"}}, replicas={"chief": chief}
+    )
+    spec = reader_pod(job, "reader", "trainer:1", 60)["spec"]
+    assert not any("persistentVolumeClaim" in v for v in spec["volumes"]), spec["volumes"]
+    assert [v["name"] for v in spec["volumes"]] == ["tmp", "storage-credentials", "gcs-ca"]
+    (c,) = spec["containers"]
+    assert [m["mountPath"] for m in c["volumeMounts"]] == ["/tmp", "/var/run/secrets/tfps/storage", "/etc/gcs-ca"]
+    assert _env(spec)["GOOGLE_APPLICATION_CREDENTIALS"] == "/var/run/secrets/tfps/storage/key.json"
+    assert _env(spec)["HTTPS_PROXY"] == "http://10.0.0.10:3128" and _env(spec)["HOME"] == "/tmp"
+    assert spec["serviceAccountName"] == "trainer" and spec["nodeSelector"] == {"pool": "cpu"}
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert exports_dir(job) == "gs://team-bucket/jobs/team-a/mnist/exports"
+    # a volume job's reader gets none of the chief's env or account: it only mounts the claim
+    plain = reader_pod(make_job(storage={"claimName": "data"}, replicas={"chief": chief}), "r", "img", 60)["spec"]
+    assert "serviceAccountName" not in plain and "env" not in plain["containers"][0]

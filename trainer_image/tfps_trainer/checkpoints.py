@@ -81,13 +81,20 @@ class Policy:
 
 
 class Checkpointer:
-    """A ``CheckpointManager`` that numbers checkpoints by global step."""
+    """A ``CheckpointManager`` that numbers checkpoints by global step.
 
-    def __init__(self, checkpoint: tf.train.Checkpoint, directory: str, keep: int) -> None:
+    ``io_device`` (a device name such as ``/job:chief/replica:0/task:0/device:CPU:0``) runs every file
+    operation there: TensorFlow otherwise writes each variable's shard on the task holding the variable,
+    i.e. on the parameter servers."""
+
+    def __init__(
+        self, checkpoint: tf.train.Checkpoint, directory: str, keep: int, io_device: str | None = None
+    ) -> None:
         self.checkpoint = checkpoint
         self.manager = tf.train.CheckpointManager(
             checkpoint, directory=directory, max_to_keep=keep, checkpoint_name=CHECKPOINT_NAME
         )
+        self.options = tf.train.CheckpointOptions(experimental_io_device=io_device)
 
     def candidates(self) -> list[str]:
         """Checkpoint prefixes to resume from, newest first: those in the state file and on disk
@@ -107,7 +114,7 @@ class Checkpointer:
         """
         for path in self.candidates():
             try:
-                self.checkpoint.restore(path).assert_existing_objects_matched()
+                self.checkpoint.restore(path, options=self.options).assert_existing_objects_matched()
             except (tf.errors.NotFoundError, tf.errors.DataLossError) as exc:
                 print(f"tfps-trainer: skipping unreadable checkpoint {path}: {type(exc).__name__}", flush=True)
                 continue
@@ -118,5 +125,5 @@ class Checkpointer:
         return None
 
     def save(self, step: int) -> CheckpointInfo:
-        path = self.manager.save(checkpoint_number=step)
+        path = self.manager.save(checkpoint_number=step, options=self.options)
         return info_for(path)

@@ -80,10 +80,18 @@ class Trainer:
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         if sharding.make_checkpointable(self.model.weights):
             print(f"tfps-trainer chief: partitioned: {sharding.describe(self.model.weights)}", flush=True)
+        # In object storage only this process reaches the job's files (parameter servers get neither the
+        # credentials nor the endpoint settings): every checkpoint file is written from here.
+        io_device = (
+            f"/job:{resolver.task_type}/replica:0/task:{resolver.task_id}/device:CPU:0"
+            if is_uri(settings.paths.checkpoints)
+            else None
+        )
         self.checkpointer = checkpoints.Checkpointer(
             checkpoints.make_checkpoint(self.model, self.optimizer, self.step),
             settings.paths.checkpoints,
             settings.checkpoint.keep,
+            io_device=io_device,
         )
         self.last_checkpoint: checkpoints.CheckpointInfo | None = None
         self.optimizer_step_before_sync: int | None = None

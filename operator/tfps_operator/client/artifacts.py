@@ -1,6 +1,7 @@
-"""Copying a job's export off its volume: a reader pod mounts the claim read-only, ``tar`` streams
-``exports/<step>/`` out through the exec API, every file is checked against ``manifest.json``, and the
-pod is deleted whatever happened (it also owns a deadline and an owner reference to the job, so a
+"""Copying a job's export off its volume or out of its object storage: a reader pod mounts the claim
+read-only (or gets the chief's storage settings), ``tar`` (or ``python -m tfps_trainer.export.stream``)
+streams ``exports/<step>/`` out through the exec API, every file is checked against ``manifest.json``, and
+the pod is deleted whatever happened (it also owns a deadline and an owner reference to the job, so a
 client killed halfway leaves nothing behind for long)."""
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 
 MANIFEST = "manifest.json"
 REPORT = "report.html"
+STREAM = ["python", "-m", "tfps_trainer.export.stream"]
+"""Reads object storage in the reader pod (the job's image): ``cat URI`` / ``tar PREFIX``."""
 
 
 def check_export(directory: Path, manifest: dict[str, Any]) -> list[str]:
@@ -88,16 +91,18 @@ def download(
     try:
         _wait_running(client, pod_name, namespace, timeout)
         base = exports_dir(job)
+        cat, tar = (STREAM + ["cat"], STREAM + ["tar"]) if job.spec.storage.uri else (["cat"], None)
         if step == "latest":
-            step = _exec(client, pod_name, namespace, ["cat", f"{base}/LATEST"], timeout).decode().strip()
+            none = f'pstrainingjob "{name}": exports/LATEST is missing: no complete export'
+            step = _exec(client, pod_name, namespace, [*cat, f"{base}/LATEST"], timeout, missing=none).decode().strip()
             if not step.isdigit():
-                raise NoExports(f'pstrainingjob "{name}": exports/LATEST is missing: no complete export')
+                raise NoExports(none)
         src = f"{base}/{step}"
         data = _exec(
             client,
             pod_name,
             namespace,
-            ["tar", "-cf", "-", "-C", src, "."],
+            [*tar, src] if tar else ["tar", "-cf", "-", "-C", src, "."],
             timeout,
             missing=f'pstrainingjob "{name}" has no export at step {step} ({src})',
         )

@@ -133,7 +133,7 @@ def pod_spec(
     container = _trainer_container(job, cfg, role, command, env, ports, o.resources if o and o.resources else resources)
     spec = _hardened_pod(job, cfg, container)
     if role in STORAGE_WRITERS:
-        _mount_credentials(job, spec, container)
+        mount_credentials(job, spec["volumes"], container)
     code = code_volume(job)
     if code is not None:
         _mount_code(spec, container, code)
@@ -192,13 +192,13 @@ def _hardened_pod(job: PSTrainingJob, cfg: BuildConfig, container: dict[str, Any
     return spec
 
 
-def _mount_credentials(job: PSTrainingJob, spec: dict[str, Any], container: dict[str, Any]) -> None:
+def mount_credentials(job: PSTrainingJob, volumes: list[dict[str, Any]], container: dict[str, Any]) -> None:
     """``spec.storage.credentialsSecret``: its one key read-only under :data:`CREDENTIALS_DIR`, named by
     ``GOOGLE_APPLICATION_CREDENTIALS`` (nothing without it: the pod's service account is used)."""
     ref = job.spec.storage.credentials_secret
     if ref is None:
         return
-    spec["volumes"].append(
+    volumes.append(
         {
             "name": CREDENTIALS_VOLUME,
             "secret": {"secretName": ref.name, "items": [{"key": ref.key, "path": ref.key}], "defaultMode": 0o440},
