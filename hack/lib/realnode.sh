@@ -67,22 +67,39 @@ kubelet_cached() { [[ -f $TFPS_CACHE/kubelet/$K8S_VERSION/bin/.complete ]]; }
 coredns_cached() { local f=$TFPS_CACHE/coredns/$COREDNS_VERSION/bin/.complete; [[ -f $f && $(<"$f") == "$(coredns_key)" ]]; }
 
 # kube-network-policies (the NetworkPolicy engine of the real node): its networkpolicy package with our
-# main (hack/realnode/netpol/main.go: a kubeconfig instead of the in-cluster config). Cached in
-# $TFPS_CACHE/kube-network-policies/<version>/bin, keyed by the version and that main's content.
+# main (hack/realnode/netpol/main.go: a kubeconfig instead of the in-cluster config) and one fix to the
+# package (knp_patch). Cached in $TFPS_CACHE/kube-network-policies/<version>/bin, keyed by the version and
+# the content of that main and of this file's fix.
 KNP_VERSION="${TFPS_KNP_VERSION:-v0.8.0}"   # sigs.k8s.io/kube-network-policies
 KNP_MAIN="$HACK_DIR/realnode/netpol/main.go"
+KNP_NRI_FIX='	if p == nil { // NRI disabled (tfps: a host process without NRI): no runtime-side pod index\n		return ""\n	}'
 
-knp_key() { printf '%s %s\n' "$KNP_VERSION" "$(sha256sum "$KNP_MAIN" | cut -c1-16)"; }
+knp_key() { printf '%s %s\n' "$KNP_VERSION" "$(printf '%s\n%s' "$(<"$KNP_MAIN")" "$KNP_NRI_FIX" | sha256sum | cut -c1-16)"; }
+
+# knp_patch SRC: with NRI off (our main) the package keeps a nil nriPlugin, and a packet from an address
+# its pod index no longer has (a pod just deleted) makes it call GetPodFromIP on that nil plugin: a panic
+# that stops the engine, and with it every new pod-to-pod connection of the node. The fix makes that
+# lookup answer "no pod" when there is no plugin.
+knp_patch() {
+  local f=$1/pkg/networkpolicy/nri.go sig='^func (p \*nriPlugin) GetPodFromIP(ip string) string {$'
+  grep -q "$sig" "$f" || { echo "!! kube-network-policies $KNP_VERSION: GetPodFromIP not found in $f" >&2; return 1; }
+  sed -i "/$sig/a\\
+$KNP_NRI_FIX" "$f"
+}
 knp_cached() { local f=$TFPS_CACHE/kube-network-policies/$KNP_VERSION/bin/.complete; [[ -f $f && $(<"$f") == "$(knp_key)" ]]; }
 
 build_knp() {
-  local dir="$TFPS_CACHE/kube-network-policies/$KNP_VERSION" mod logf t0=$SECONDS
+  local dir="$TFPS_CACHE/kube-network-policies/$KNP_VERSION" mod src logf t0=$SECONDS
   knp_cached && return 0
   lock_build "$dir"; knp_cached && return 0
   log "building kube-network-policies $KNP_VERSION into $dir/bin"
   mkdir -p "$dir" && rm -rf "$dir"/wrapper.* && mod=$(mktemp -d "$dir/wrapper.XXXXXX"); logf="$dir/build.log"; : >"$logf"
   printf 'module tfps.local/knpbuild\n\ngo 1.26\n\nrequire sigs.k8s.io/kube-network-policies %s\n' "$KNP_VERSION" >"$mod/go.mod"
   cp "$KNP_MAIN" "$mod/main.go"
+  src=$(go mod download -json "sigs.k8s.io/kube-network-policies@$KNP_VERSION" \
+    | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error","no Dir")))') || return 1
+  cp -r "$src" "$mod/knp" && chmod -R u+w "$mod/knp" && knp_patch "$mod/knp" || return 1
+  ( cd "$mod" && go mod edit -replace "sigs.k8s.io/kube-network-policies=./knp" ) || return 1
   ( cd "$mod" && run_build "kube-network-policies (go mod tidy)" "$logf" go mod tidy ) || return 1
   ( cd "$mod" && run_build "kube-network-policies (go build)" "$logf" go build -trimpath -ldflags="-s -w" \
       -o "$mod/out/kube-network-policies" . ) || return 1
