@@ -145,9 +145,9 @@ def _decide(r: _Reconciliation) -> None:
         r.event("Normal", "Accepted", "creating the training cluster")
     if r.status.phase in SUSPENDABLE and job.spec.run_policy.suspend:
         _suspend(r, "JobSuspended", "runPolicy.suspend is true")
-        _queue(r, pods, admitted=False)
+        _queue(r, pods, wanted=False)
         return
-    g = _queue(r, pods, admitted=True)
+    g = _queue(r, pods, wanted=True)
     if not g.admitted:
         _suspend(r, g.reason, g.message)
         return
@@ -172,15 +172,15 @@ def _decide(r: _Reconciliation) -> None:
     _validate_new_run(r, [*infra, *pods.values(), *([export_manifest] if export_manifest else [])])
 
 
-def _queue(r: _Reconciliation, pods: dict[str, dict[str, Any]], admitted: bool) -> kueue.Gate:
-    """A queued job's Workload: created while the job may run (``admitted`` False: the user suspended it,
-    and it is deleted so that it holds no quota); Kueue's verdict; an evicted Workload's admission given
-    back once the pods are gone. Without a queue (or Kueue integration): admitted, nothing to do."""
+def _queue(r: _Reconciliation, pods: dict[str, dict[str, Any]], wanted: bool) -> kueue.Gate:
+    """A queued job's Workload: created while the job wants to run (``wanted`` False: the user suspended
+    it, and the Workload is deleted so that it holds no quota); Kueue's verdict; an evicted Workload's
+    admission given back once the pods are gone. Without a queue (or Kueue integration): admitted."""
     job, obs = r.job, r.obs
     if not wlm.queued(job, r.cfg):
         return kueue.Gate(True, kueue.ADMITTED, "")
     wl = obs.workload
-    if not admitted:
+    if not wanted:
         if wl is not None and not wl.deleting:
             r.plan.actions.append(Delete("Workload", wl.name, wl.uid))
         return kueue.Gate(False, "JobSuspended", "")
