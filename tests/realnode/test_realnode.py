@@ -261,6 +261,18 @@ def operated(realnode, cluster, k8s, namespace, wait_until, hostpath_pv, tmp_pat
                 op.stop()
 
 
+def quickstart_succeeded(kube: Kube, op: Any, wait_until: Any, what: str) -> dict[str, Any]:
+    """The quickstart job's status once it has finished; it must have Succeeded (else the operator's log)."""
+    st = wait_until(
+        lambda: (s := kube.status("quickstart")).get("phase") in ("Succeeded", "Failed") and s,
+        timeout=900,
+        interval=2,
+        what=what,
+    )
+    assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
+    return st
+
+
 def trainer_pods_running(kube: Kube, job: str, n: int) -> dict[str, dict[str, Any]] | None:
     pods = kube.trainer_pods(job)
     running = {
@@ -289,14 +301,8 @@ def test_quickstart_trains_checkpoints_and_exports_on_real_pods(operated, realno
         assert ipaddress.ip_address(p["status"]["podIP"]) in POD_SUBNET, name
         cs = p["status"]["containerStatuses"][0]
         assert cs["image"].endswith(TRAINER_IMAGE) and cs["imageID"], cs
-    st = wait_until(
-        lambda: (s := kube.status("quickstart")).get("phase") in ("Succeeded", "Failed") and s,
-        timeout=900,
-        interval=2,
-        what="quickstart Succeeded",
-    )
+    st = quickstart_succeeded(kube, op, wait_until, "quickstart Succeeded")
     t_done = time.monotonic() - t0
-    assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
     steps = kube.job("quickstart")["spec"]["training"]["steps"]
     written = {int(p.name.split("-")[1].split(".")[0]) for p in data.rglob("ckpt-*.index")}
     assert steps in written, sorted(str(p) for p in data.rglob("*"))[:50]  # checkpoints really on the PV
@@ -700,14 +706,8 @@ def test_a_gs_job_trains_checkpoints_and_exports_through_the_node_network(
         # only the chief touches the job's files: the proxy settings are its template's alone
         assert ("HTTPS_PROXY" in env) == ("-chief-" in name), (name, env)
         assert not any(v.get("persistentVolumeClaim") for v in p["spec"]["volumes"]), name
-    st = wait_until(
-        lambda: (s := kube.status("quickstart")).get("phase") in ("Succeeded", "Failed") and s,
-        timeout=900,
-        interval=2,
-        what="the gs:// quickstart Succeeded",
-    )
+    st = quickstart_succeeded(kube, op, wait_until, "the gs:// quickstart Succeeded")
     t_done = time.monotonic() - t0
-    assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
     steps = kube.job("quickstart")["spec"]["training"]["steps"]
     prefix = f"jobs/{kube.ns}/quickstart"
     objects = gcs.objects(bucket, f"{prefix}/")
