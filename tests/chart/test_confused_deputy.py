@@ -100,13 +100,12 @@ def test_a_user_who_may_not_create_pods_cannot_obtain_a_host_root_pod_through_a_
     author_api = config.new_client_from_config(config_file=str(author_kc))
     author = {ns: Cluster(author_api, ns, wait_until) for ns in (strict, relaxed)}
     release = f"tfps-{secrets.token_hex(3)}"
-    op: OperatorProcess | None = None
     try:
         sets = [f"watchNamespaces={{{strict},{relaxed}}}", f"jobPodSecurity.relaxedNamespaces={{{relaxed}}}"]
         with helm_install(helm, cluster, release_ns, sets=sets, release=release) as inst:
             env = _chart_env(k8s, release_ns, release)
             assert env["TFPS_RELAXED_NAMESPACES"] == relaxed
-            op = OperatorProcess(
+            with OperatorProcess(
                 str(inst.kubeconfig),
                 [strict, relaxed],
                 tmp_path / "operator.log",
@@ -114,66 +113,59 @@ def test_a_user_who_may_not_create_pods_cannot_obtain_a_host_root_pod_through_a_
                     "TFPS_OPERATOR_NAMESPACE": release_ns,
                     "TFPS_RELAXED_NAMESPACES": env["TFPS_RELAXED_NAMESPACES"],
                 },
-            ).start()
+            ).start() as op:
+                # The author really cannot create pods: the API server answers 403, in both namespaces.
+                for ns in (strict, relaxed):
+                    pod = {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {"name": "direct"},
+                        "spec": {
+                            "containers": [{"name": "c", "image": "busybox", "securityContext": {"runAsUser": 0}}],
+                            "volumes": [{"name": "host", "hostPath": {"path": "/"}}],
+                        },
+                    }
+                    with pytest.raises(ApiException) as denied:
+                        author[ns].core.create_namespaced_pod(ns, pod)
+                    assert denied.value.status == 403, denied.value.body
+                # The same pod the admin may create (no Pod Security labels): only RBAC stops the author.
+                admin[strict].core.create_namespaced_pod(strict, pod, dry_run="All")
 
-            # The author really cannot create pods: the API server answers 403, in both namespaces.
-            for ns in (strict, relaxed):
-                pod = {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {"name": "direct"},
-                    "spec": {
-                        "containers": [{"name": "c", "image": "busybox", "securityContext": {"runAsUser": 0}}],
-                        "volumes": [{"name": "host", "hostPath": {"path": "/"}}],
-                    },
-                }
-                with pytest.raises(ApiException) as denied:
-                    author[ns].core.create_namespaced_pod(ns, pod)
-                assert denied.value.status == 403, denied.value.body
-            # The same pod the admin may create (no Pod Security labels): only RBAC stops the author.
-            admin[strict].core.create_namespaced_pod(strict, pod, dry_run="All")
+                # 1. Default namespace: the job fails as InvalidSpec naming each field; no pod, nothing else.
+                body = job_body("j", workers=1)
+                body["spec"]["replicas"]["worker"]["template"] = HOST_ROOT_WORKER
+                author[strict].create_job(body)
+                st = author[strict].wait_phase("j", "Failed", timeout=60)
+                failed = author[strict].condition("j", "Failed")
+                assert st["reason"] == "InvalidSpec" and failed is not None and failed["reason"] == "InvalidSpec"
+                for field in (
+                    f"{WT}.spec.volumes[0].hostPath: hostPath volumes are refused",
+                    f"{WT}.spec.podSecurityContext.runAsUser: 0 runs as root",
+                    f"{WT}.spec.securityContext.runAsUser: 0 runs as root",
+                ):
+                    assert field in failed["message"], failed
+                assert "jobPodSecurity.relaxedNamespaces" in failed["message"]
+                assert "InvalidSpec" in admin[strict].event_reasons("j")
+                time.sleep(2)  # a pass more would have created them by now
+                assert admin[strict].pods() == {}
+                sel = "tfps.dev/job-name=j"
+                assert admin[strict].core.list_namespaced_service(strict, label_selector=sel).items == []
 
-            # 1. Default namespace: the job fails as InvalidSpec naming each field; no pod, nothing else.
-            body = job_body("j", workers=1)
-            body["spec"]["replicas"]["worker"]["template"] = HOST_ROOT_WORKER
-            author[strict].create_job(body)
-            st = author[strict].wait_phase("j", "Failed", timeout=60)
-            failed = author[strict].condition("j", "Failed")
-            assert st["reason"] == "InvalidSpec" and failed is not None and failed["reason"] == "InvalidSpec"
-            for field in (
-                f"{WT}.spec.volumes[0].hostPath: hostPath volumes are refused",
-                f"{WT}.spec.podSecurityContext.runAsUser: 0 runs as root",
-                f"{WT}.spec.securityContext.runAsUser: 0 runs as root",
-            ):
-                assert field in failed["message"], failed
-            assert "jobPodSecurity.relaxedNamespaces" in failed["message"]
-            assert "InvalidSpec" in admin[strict].event_reasons("j")
-            time.sleep(2)  # a pass more would have created them by now
-            assert admin[strict].pods() == {}
-            sel = "tfps.dev/job-name=j"
-            assert admin[strict].core.list_namespaced_service(strict, label_selector=sel).items == []
-
-            # 2. Relaxed namespace: the same job, from the same author, gets its pods as asked.
-            author[relaxed].create_job(body)
-            pods = wait_until(
-                lambda: (p := admin[relaxed].trainer_pods("j")) and sorted(p) == TRAINERS and p,
-                timeout=60,
-                what="the relaxed job's pods",
-            )
-            worker = pods["j-worker-0"]["spec"]
-            assert [v["hostPath"]["path"] for v in worker["volumes"] if v["name"] == "host"] == ["/"]
-            assert worker["securityContext"]["runAsUser"] == 0
-            assert worker["containers"][0]["securityContext"]["runAsUser"] == 0
-            assert author[relaxed].status("j").get("phase") != "Failed"
-            assert admin[strict].pods() == {}  # still nothing in the other namespace
-            assert op.proc is not None and op.proc.poll() is None, "operator exited"
-    except BaseException:
-        if op is not None:
-            sys.stderr.write(f"\n--- operator log ---\n{op.log()[-8000:]}\n")
-        raise
+                # 2. Relaxed namespace: the same job, from the same author, gets its pods as asked.
+                author[relaxed].create_job(body)
+                pods = wait_until(
+                    lambda: (p := admin[relaxed].trainer_pods("j")) and sorted(p) == TRAINERS and p,
+                    timeout=60,
+                    what="the relaxed job's pods",
+                )
+                worker = pods["j-worker-0"]["spec"]
+                assert [v["hostPath"]["path"] for v in worker["volumes"] if v["name"] == "host"] == ["/"]
+                assert worker["securityContext"]["runAsUser"] == 0
+                assert worker["containers"][0]["securityContext"]["runAsUser"] == 0
+                assert author[relaxed].status("j").get("phase") != "Failed"
+                assert admin[strict].pods() == {}  # still nothing in the other namespace
+                assert op.proc is not None and op.proc.poll() is None, "operator exited"
     finally:
-        if op is not None:
-            op.stop()
         author_api.close()
         for ns in (strict, relaxed):
             try:

@@ -44,16 +44,16 @@ def test_operator_with_the_charts_serviceaccount_runs_full_lifecycles(
     release_ns, watched = make_namespace(), make_namespace()
     kube = Cluster(k8s, watched, wait_until)
     kube.bound_claim("data")  # admin: PersistentVolumes are the cluster admin's business
-    op: OperatorProcess | None = None
     try:
-        with helm_install(helm, cluster, release_ns, sets=[f"watchNamespaces={{{watched}}}"]) as inst:
-            op = OperatorProcess(
+        with (
+            helm_install(helm, cluster, release_ns, sets=[f"watchNamespaces={{{watched}}}"]) as inst,
+            OperatorProcess(
                 str(inst.kubeconfig),
                 [watched],
                 tmp_path / "operator.log",
                 extra_env={"TFPS_OPERATOR_NAMESPACE": release_ns},
-            ).start()
-
+            ).start() as op,
+        ):
             # 1. Training, then export: pods + Service + NetworkPolicy, status, export Job, events.
             kube.create_job(job_body("j", export=True, chief_template=KWOK_HANDS_OFF))
             wait_until(lambda: sorted(kube.trainer_pods("j")) == TRAINERS, timeout=30, what="all trainer pods")
@@ -127,13 +127,7 @@ def test_operator_with_the_charts_serviceaccount_runs_full_lifecycles(
             denied = [line for line in log.splitlines() if any(s in line for s in PERMISSION_ERRORS)]
             assert not denied, "the operator hit missing permissions:\n" + "\n".join(denied[:20])
             assert op.proc is not None and op.proc.poll() is None, "operator exited"
-    except BaseException:
-        if op is not None:
-            sys.stderr.write(f"\n--- operator log ---\n{op.log()[-8000:]}\n")
-        raise
     finally:
-        if op is not None:
-            op.stop()
         try:
             kube.core.delete_persistent_volume(f"{watched}-data")
         except Exception:
@@ -169,19 +163,19 @@ def test_peering_rules_suffice_for_a_peered_operator(
     )
     kube = Cluster(k8s, watched, wait_until)
     kube.bound_claim("data")
-    op: OperatorProcess | None = None
     try:
-        with helm_install(
-            helm, cluster, release_ns, sets=[f"watchNamespaces={{{watched}}}", f"operator.peering={peering}"]
-        ) as inst:
-            op = OperatorProcess(
+        with (
+            helm_install(
+                helm, cluster, release_ns, sets=[f"watchNamespaces={{{watched}}}", f"operator.peering={peering}"]
+            ) as inst,
+            OperatorProcess(
                 str(inst.kubeconfig),
                 [watched],
                 tmp_path / "operator.log",
                 extra_env={"TFPS_OPERATOR_NAMESPACE": release_ns, "TFPS_PEERING_LIFETIME": "10"},
                 extra_args=["--peering", peering],
-            ).start()
-
+            ).start() as op,
+        ):
             # Kopf registered this replica in the peering object: it could watch and patch it.
             def registered() -> bool:
                 obj = json.loads(kubectl("get", "kopfpeerings.kopf.dev", peering, "-n", watched, "-o", "json").stdout)
@@ -195,13 +189,7 @@ def test_peering_rules_suffice_for_a_peered_operator(
             wait_until(lambda: kube.job("j") is None, timeout=60, what="job gone")
             denied = [line for line in op.log().splitlines() if any(s in line for s in PERMISSION_ERRORS)]
             assert not denied, "the operator hit missing permissions:\n" + "\n".join(denied[:20])
-    except BaseException:
-        if op is not None:
-            sys.stderr.write(f"\n--- operator log ---\n{op.log()[-8000:]}\n")
-        raise
     finally:
-        if op is not None:
-            op.stop()
         try:
             kube.core.delete_persistent_volume(f"{watched}-data")
         except Exception:
@@ -226,16 +214,17 @@ def test_kueue_rules_suffice_for_a_queued_job(helm, cluster, k8s, make_namespace
     kube.custom.create_namespaced_custom_object(*kueue.API, watched, "localqueues", kueue.local_queue("lq", name))
     k8s_sched = client.SchedulingV1Api(k8s)
     k8s_sched.create_priority_class({"metadata": {"name": name}, "value": 1000})
-    op: OperatorProcess | None = None
     try:
         sets = [f"watchNamespaces={{{watched}}}", "kueue.enabled=true"]
-        with helm_install(helm, cluster, release_ns, sets=sets) as inst:
-            op = OperatorProcess(
+        with (
+            helm_install(helm, cluster, release_ns, sets=sets) as inst,
+            OperatorProcess(
                 str(inst.kubeconfig),
                 [watched],
                 tmp_path / "operator.log",
                 extra_env={"TFPS_OPERATOR_NAMESPACE": release_ns, "TFPS_KUEUE": "true"},
-            ).start()
+            ).start() as op,
+        ):
             policy = {"schedulingPolicy": {"queue": "lq", "priorityClass": name}}
             body = job_body("j", run_policy=policy)
             for role in ("chief", "ps", "worker"):
@@ -255,13 +244,7 @@ def test_kueue_rules_suffice_for_a_queued_job(helm, cluster, k8s, make_namespace
             wait_until(finished, timeout=30, what="Workload Finished")
             denied = [line for line in op.log().splitlines() if any(s in line for s in PERMISSION_ERRORS)]
             assert not denied, "the operator hit missing permissions:\n" + "\n".join(denied[:20])
-    except BaseException:
-        if op is not None:
-            sys.stderr.write(f"\n--- operator log ---\n{op.log()[-8000:]}\n")
-        raise
     finally:
-        if op is not None:
-            op.stop()
         for call in (
             lambda: kube.custom.delete_cluster_custom_object(*kueue.API, "clusterqueues", name),
             lambda: kube.custom.delete_cluster_custom_object(*kueue.API, "resourceflavors", name),

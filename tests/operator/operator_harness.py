@@ -80,6 +80,15 @@ class OperatorProcess:
             time.sleep(0.2)
         pytest.fail(f"operator not healthy after {timeout}s:\n{self.log()[-4000:]}")
 
+    def __enter__(self) -> OperatorProcess:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        """Leaving a ``with`` block stops the operator; a block that failed shows its log first."""
+        if exc_type is not None:
+            sys.stderr.write(f"\n--- operator log ---\n{self.log()[-8000:]}\n")
+        self.stop()
+
     def kill(self) -> None:
         """SIGKILL: no cleanup, as when the node dies."""
         if self.proc and self.proc.poll() is None:
