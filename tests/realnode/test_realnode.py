@@ -261,6 +261,19 @@ def operated(realnode, cluster, k8s, namespace, wait_until, hostpath_pv, tmp_pat
                 op.stop()
 
 
+def readers_gone(kube: Kube, wait_until: Any) -> None:
+    """Every pod that read a job's exports for a download was deleted, and no image was pulled."""
+    from tfps_operator.manifests.artifact_reader import READER_LABEL
+
+    wait_until(
+        lambda: not kube.core.list_namespaced_pod(kube.ns, label_selector=READER_LABEL).items,
+        timeout=60,
+        interval=1,
+        what="reader pods gone",
+    )
+    no_image_pulls(kube.core, kube.ns)
+
+
 def quickstart_succeeded(kube: Kube, op: Any, wait_until: Any, what: str) -> dict[str, Any]:
     """The quickstart job's status once it has finished; it must have Succeeded (else the operator's log)."""
     st = wait_until(
@@ -412,7 +425,6 @@ def test_client_logs_and_download_artifacts_against_a_real_kubelet(
 
     from tfps_operator.cli import main as tfps
     from tfps_operator.client import ChecksumMismatch, TFPSClient
-    from tfps_operator.manifests.artifact_reader import READER_LABEL
 
     kube, op, pv = operated
     data = pv(names.pvc_name("quickstart"))
@@ -481,14 +493,7 @@ def test_client_logs_and_download_artifacts_against_a_real_kubelet(
         ["artifacts", "quickstart", "--download", str(tmp_path / "bad"), "--kubeconfig", kubeconfig, "-n", kube.ns]
     )
     assert code == ChecksumMismatch.exit_code, capsys.readouterr()
-    # every reader pod was deleted
-    wait_until(
-        lambda: not kube.core.list_namespaced_pod(kube.ns, label_selector=READER_LABEL).items,
-        timeout=60,
-        interval=1,
-        what="reader pods gone",
-    )
-    no_image_pulls(kube.core, kube.ns)
+    readers_gone(kube, wait_until)
 
 
 PROBE = r"""
@@ -688,7 +693,6 @@ def test_a_gs_job_trains_checkpoints_and_exports_through_the_node_network(
 
     from tfps_operator.cli import main as tfps
     from tfps_operator.client import NoExports, TFPSClient
-    from tfps_operator.manifests.artifact_reader import READER_LABEL
 
     kube, op, _ = operated
     gcs = gcs_on_node
@@ -747,11 +751,5 @@ def test_a_gs_job_trains_checkpoints_and_exports_through_the_node_network(
     assert code == 0 and f"downloaded to {tmp_path / 'cli' / str(steps)} (every file matches manifest.json)" in out
     with pytest.raises(NoExports, match=re.escape(f"has no export at step 7 (gs://{bucket}/{prefix}/exports/7)")):
         client.download_artifacts("quickstart", dest=tmp_path / "none", step=7)
-    wait_until(
-        lambda: not kube.core.list_namespaced_pod(kube.ns, label_selector=READER_LABEL).items,
-        timeout=60,
-        interval=1,
-        what="reader pods gone",
-    )
-    no_image_pulls(kube.core, kube.ns)
+    readers_gone(kube, wait_until)
     print(f"\ngs:// quickstart on the real node: Succeeded after {t_done:.0f}s, {len(objects)} objects in the bucket")
