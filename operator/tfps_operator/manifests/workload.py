@@ -26,8 +26,6 @@ KIND = "Workload"
 QUEUE_LABEL = f"{GROUP}/queue-name"
 """The label Kueue users put on a job to queue it (``schedulingPolicy.queue`` says the same)."""
 COMPONENT = "workload"
-OWNER_FRAMEWORK = "PSTrainingJob.v1alpha1.tfps.dev"
-"""How Kueue's configuration names this kind in ``integrations.externalFrameworks``."""
 
 
 def kueue_enabled(cfg: BuildConfig) -> bool:

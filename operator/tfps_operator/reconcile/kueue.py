@@ -10,11 +10,11 @@ is marked Finished, so the quota is released.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .observed import Flavor, Observed, WorkloadObs
+from .observed import Flavor, Observed, PodObs, WorkloadObs
 
 WAITING = "WaitingForAdmission"
 EVICTED = "Evicted"
@@ -55,7 +55,7 @@ def gate(workload_name: str, queue: str, wl: WorkloadObs | None, flavors: Mappin
     return Gate(True, ADMITTED, f"Workload {wl.name} admitted by ClusterQueue {wl.cluster_queue}", placement)
 
 
-def merged(flavors: Any) -> Flavor:
+def merged(flavors: Iterable[Flavor]) -> Flavor:
     """One pod set's flavors (one per resource) as one: their node labels and tolerations together."""
     node_labels: dict[str, str] = {}
     tolerations: list[Mapping[str, Any]] = []
@@ -78,5 +78,5 @@ def must_finish(wl: WorkloadObs | None) -> bool:
     return wl is not None and not wl.finished and not wl.deleting
 
 
-def _all_pods(obs: Observed) -> Any:
+def _all_pods(obs: Observed) -> tuple[PodObs, ...]:
     return (*obs.pods, *obs.export_pods, *obs.preflight_pods)
