@@ -86,6 +86,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: ko
         lambda: credentials(settings, memo),
         timeout=ours.api_timeout_seconds,
         connect_timeout=ours.api_connect_timeout_seconds,
+        max_connections=ours.api_max_connections,
     )
     controller = memo.controller = Controller(kube, ours)
     controller.monitor = ProgressMonitor(kube, ours)

@@ -96,6 +96,9 @@ class OperatorSettings:
     """Longest one call of the operator's own API client may take, connect to last byte."""
     api_connect_timeout_seconds: float = 5.0
     """Longest opening a connection to the API server may take."""
+    api_max_connections: int = 16
+    """Connections of the operator's own API client open at once for requests (watches have their
+    own); more requests wait for one."""
     max_concurrent_passes: int = 32
     """Workers draining the work queue: jobs reconciled (or chiefs polled) at once; the others wait
     their turn (bounds the memory of a burst of new jobs)."""
@@ -196,6 +199,7 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
         api_connect_timeout_seconds=_positive(
             "TFPS_API_CONNECT_TIMEOUT_SECONDS", env.get("TFPS_API_CONNECT_TIMEOUT_SECONDS", 5.0)
         ),
+        api_max_connections=_count("TFPS_API_MAX_CONNECTIONS", env.get("TFPS_API_MAX_CONNECTIONS", 16)),
         max_concurrent_passes=_count("TFPS_MAX_CONCURRENT_RECONCILES", env.get("TFPS_MAX_CONCURRENT_RECONCILES", 32)),
         build=BuildConfig(
             default_image=_first(

@@ -90,3 +90,31 @@ def test_timeouts_are_settings_with_defaults() -> None:
     assert (tuned.api_timeout_seconds, tuned.api_connect_timeout_seconds) == (12.0, 2.0)
     with pytest.raises(ValueError, match="TFPS_API_TIMEOUT_SECONDS"):
         from_args(Args(), environ={"TFPS_API_TIMEOUT_SECONDS": "0"})
+
+
+def test_requests_share_a_bounded_pool_and_watches_have_their_own_connections(silent: SilentServer) -> None:
+    async def call() -> int:
+        kube = await Kube.connect(
+            lambda: kopf.ConnectionInfo(server=f"http://127.0.0.1:{silent.port}"), timeout=10, max_connections=2
+        )
+
+        async def watch() -> None:
+            async for _ in kube.watch("Pod", "default", "a=b", "1", 60):
+                pass
+
+        tasks = [asyncio.create_task(kube.get("Pod", "default", f"p{i}")) for i in range(5)]
+        tasks += [asyncio.create_task(watch()), asyncio.create_task(watch())]
+        try:
+            deadline = time.monotonic() + 5
+            while silent.accepted < 4 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)  # time for any connection beyond the bound to show up
+            return silent.accepted
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await kube.close()
+
+    # Five requests wait on two connections; each watch opens its own.
+    assert asyncio.run(call()) == 4

@@ -8,11 +8,13 @@ import textwrap
 
 
 def test_the_operator_process_loads_no_cel_engine():
-    # `tfps operator` imports the CLI, then the runner, then (as it starts) the handlers, which import
-    # the controller; the controller parses each job's spec. None of it may pull in celpy.
+    # `tfps operator` builds the CLI's parser (every subcommand's arguments), then imports the runner,
+    # then (as it starts) the handlers, which import the controller; the controller parses each job's
+    # spec. None of it may pull in celpy.
     code = textwrap.dedent("""
         import sys
         import tfps_operator.cli, tfps_operator.runner, tfps_operator.handlers
+        tfps_operator.cli._parser().parse_args(["operator"])
         from tfps_operator.controller import parse_job
         parse_job({
             "apiVersion": "tfps.dev/v1alpha1",

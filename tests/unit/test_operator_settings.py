@@ -32,6 +32,10 @@ def test_defaults_outside_a_pod_bind_loopback_and_watch_everything():
         s.max_concurrent_passes == 32
         and from_args(NO_FLAGS, {"TFPS_MAX_CONCURRENT_RECONCILES": "4"}).max_concurrent_passes == 4
     )
+    assert (
+        s.api_max_connections == 16
+        and from_args(NO_FLAGS, {"TFPS_API_MAX_CONNECTIONS": "4"}).api_max_connections == 4
+    )
     kw = kopf_kwargs(s)
     assert kw["clusterwide"] is True and kw["standalone"] is True
     assert kw["liveness_endpoint"] == "http://127.0.0.1:8080/healthz"
@@ -81,6 +85,7 @@ def test_the_metrics_scraper_is_off_unless_its_labels_are_set():
         ({"TFPS_METRICS_SCRAPER_POD_LABELS": "app"}, "TFPS_METRICS_SCRAPER_POD_LABELS"),
         ({"TFPS_MAX_CONCURRENT_RECONCILES": "0"}, "TFPS_MAX_CONCURRENT_RECONCILES"),
         ({"TFPS_MAX_CONCURRENT_RECONCILES": "many"}, "TFPS_MAX_CONCURRENT_RECONCILES"),
+        ({"TFPS_API_MAX_CONNECTIONS": "0"}, "TFPS_API_MAX_CONNECTIONS"),
     ],
 )
 def test_bad_settings_name_the_variable(env, field):

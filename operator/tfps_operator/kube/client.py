@@ -47,6 +47,11 @@ DEFAULT_TIMEOUT_SECONDS = 30.0
 """Longest any one API call may take, connect to last byte (``TFPS_API_TIMEOUT_SECONDS``)."""
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 5.0
 """Longest a connection to the API server may take to open (``TFPS_API_CONNECT_TIMEOUT_SECONDS``)."""
+DEFAULT_MAX_CONNECTIONS = 16
+"""Connections open at once for requests (``TFPS_API_MAX_CONNECTIONS``); watches have their own. Each
+TLS connection holds about 300 KiB (asyncio's 256 KiB read buffer and the TLS state), and one
+connection carries a few hundred small requests a second, so a burst of new jobs queues for a
+connection rather than opening a hundred."""
 TIMEOUT_STATUS = 504
 """The status an :class:`ApiError` carries when the API server did not answer in time."""
 
@@ -88,12 +93,17 @@ class Kube:
         field_manager: str = COMPONENT,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ):
         self.login = login
         self.field_manager = field_manager
         self.timeout = aiohttp.ClientTimeout(total=timeout, connect=connect_timeout)
+        self.max_connections = max_connections
         self.instance = os.environ.get("POD_NAME") or socket.gethostname()
         self._session: aiohttp.ClientSession | None = None
+        """Requests, at most :attr:`max_connections` at once (the rest wait for a connection)."""
+        self._watches: aiohttp.ClientSession | None = None
+        """Watches, one long-lived connection each (one per watched kind and namespace)."""
         self._server = ""
 
     @classmethod
@@ -102,8 +112,9 @@ class Kube:
         login: Login,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> Kube:
-        kube = cls(login, timeout=timeout, connect_timeout=connect_timeout)
+        kube = cls(login, timeout=timeout, connect_timeout=connect_timeout, max_connections=max_connections)
         kube._open()
         return kube
 
@@ -117,17 +128,23 @@ class Kube:
             "Accept": "application/json",
         }
         self._server = info.server.rstrip("/")
-        # trust_env=False: never through a proxy from the environment; limit: concurrent requests.
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=100, ssl=info.as_ssl_context()),
-            headers=headers,
-            trust_env=False,
-            timeout=self.timeout,
-        )
+        ssl = info.as_ssl_context()
+
+        def session(limit: int) -> aiohttp.ClientSession:
+            # trust_env=False: never through a proxy from the environment.
+            return aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=limit, ssl=ssl),
+                headers=headers,
+                trust_env=False,
+                timeout=self.timeout,
+            )
+
+        self._session, self._watches = session(self.max_connections), session(0)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        for session in (self._session, self._watches):
+            if session is not None:
+                await session.close()
 
     async def request(
         self,
@@ -203,11 +220,11 @@ class Kube:
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", timeout_seconds),
         ]
-        if self._session is None or self._session.closed:
+        if self._watches is None or self._watches.closed:
             self._open()
-        assert self._session is not None
+        assert self._watches is not None
         timeout = aiohttp.ClientTimeout(total=None, connect=self.timeout.connect, sock_read=timeout_seconds + 30)
-        async with self._session.get(self._server + _path(kind, namespace), params=query, timeout=timeout) as resp:
+        async with self._watches.get(self._server + _path(kind, namespace), params=query, timeout=timeout) as resp:
             if resp.status == 401:  # a rotated token: log in again for the next attempt
                 await self.close()
                 self._open()
