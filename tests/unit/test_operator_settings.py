@@ -33,8 +33,7 @@ def test_defaults_outside_a_pod_bind_loopback_and_watch_everything():
         and from_args(NO_FLAGS, {"TFPS_MAX_CONCURRENT_RECONCILES": "4"}).max_concurrent_passes == 4
     )
     assert (
-        s.api_max_connections == 16
-        and from_args(NO_FLAGS, {"TFPS_API_MAX_CONNECTIONS": "4"}).api_max_connections == 4
+        s.api_max_connections == 16 and from_args(NO_FLAGS, {"TFPS_API_MAX_CONNECTIONS": "4"}).api_max_connections == 4
     )
     kw = kopf_kwargs(s)
     assert kw["clusterwide"] is True and kw["standalone"] is True
