@@ -121,8 +121,9 @@ def test_a_new_job_is_built_without_a_single_read_and_a_second_pass_creates_noth
     assert kube.job["status"]["phase"] == "Pending" and kube.job["status"]["replicaStatuses"]["worker"]["active"] == 2
     assert {c["type"]: c["status"] for c in kube.job["status"]["conditions"]}["Created"] == "True"
     assert ("POST", "Event", "Accepted") in kube.calls
-    # every child was validated first, one pod of each replica type
-    assert sorted(kube.dry_runs) == sorted([*(c for c in created if c != "Pod/mnist-worker-1"), "Job/mnist-export"])
+    # every child from the job's templates was validated first, one pod of each replica type (not the
+    # Service and NetworkPolicy, which the operator builds alone)
+    assert sorted(kube.dry_runs) == ["Job/mnist-export", "Pod/mnist-chief-0", "Pod/mnist-ps-0", "Pod/mnist-worker-0"]
 
     # The watch has echoed nothing yet and the live body is still the old one: the next pass must
     # neither create again nor write again.
@@ -362,12 +363,12 @@ def test_a_new_run_the_api_server_refuses_creates_nothing_and_fails_as_invalid_s
         'supported values: "Equal", "Exists"'
     )
     refuse = {f"Pod/mnist-worker-{i}": (422, refusal.replace("worker-0", f"worker-{i}")) for i in range(2)}
-    refuse["Service/mnist"] = (409, "already exists")  # an existing child is no refusal
+    refuse["Job/mnist-export"] = (409, "already exists")  # an existing child is no refusal
     kube = RecordingKube(job_body(), refuse=refuse)
     controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
     state = _JobState()
     one_pass(controller, state, job_body(), empty_views())
-    assert len(kube.dry_runs) == 6  # a pod of each replica type, the Service, the NetworkPolicy, the export Job
+    assert len(kube.dry_runs) == 4  # a pod of each replica type, the export Job
     assert not [c for c in kube.calls if c[0] == "POST" and c[1] != "Event"]  # nothing created
     st = kube.job["status"]
     failed = next(c for c in st["conditions"] if c["type"] == "Failed")

@@ -1,5 +1,5 @@
 """Admission that matches what the operator will do: before the first child of a new or restarted run
-is created, the API server validates every one of them (server-side dry-run, see
+is created, the API server validates every one made from the user's templates (server-side dry-run, see
 :attr:`~.plan.Plan.validate`). Which answers are refusals, how each child is named for the user, and
 the verdict, are decided here; the I/O layer only sends the dry-runs.
 """

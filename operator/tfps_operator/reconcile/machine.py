@@ -215,9 +215,16 @@ def _finish_workload(r: _Reconciliation) -> None:
         r.plan.actions.append(PatchWorkload(wl.name, wl.resource_version, patch))
 
 
+OPERATOR_BUILT = frozenset({"Service", "NetworkPolicy"})
+"""Children built by the operator alone (the job's name, ports and labels, schema-checked selectors):
+nothing of the user's in them for an admission check to refuse, so they are not dry-run. A cluster
+policy that refuses every Service or NetworkPolicy is met at the create: CreateFailed with the
+server's words, retried with back-off, like any refused create of a running job's child."""
+
+
 def _validate_new_run(r: _Reconciliation, children: list[dict[str, Any]]) -> None:
-    """A run none of whose pods exist yet, about to create children: have the API server validate them
-    first, one pod of each replica type (see :attr:`Plan.validate`)."""
+    """A run none of whose pods exist yet, about to create children: have the API server validate the
+    ones made from the user's templates first, one pod of each replica type (see :attr:`Plan.validate`)."""
     if r.status.phase in TERMINAL or not r.plan.creates():
         return
     if any(p.restart == r.status.restarts and not p.deleting for p in r.obs.pods):
@@ -230,6 +237,8 @@ def _validate_new_run(r: _Reconciliation, children: list[dict[str, Any]]) -> Non
     # what the API server would refuse in one it refuses in all, so one of each is asked about.
     roles: set[str] = set()
     for m in candidates:
+        if m["kind"] in OPERATOR_BUILT:
+            continue
         role = (m["metadata"].get("labels") or {}).get(labels.REPLICA_TYPE) if m["kind"] == "Pod" else None
         if role is None or role not in roles:
             r.plan.validate.append(m)

@@ -91,8 +91,9 @@ class Plan:
     """Roles of pods recreated after a failure or loss (for the pod-restart metric)."""
     validate: list[dict[str, Any]] = field(default_factory=list)
     """Children of a new or restarted run to validate by a server-side dry-run before any of this plan's
-    creates: one pod of each replica type (the others share its template), the Service, NetworkPolicy,
-    claim and Jobs. A refusal fails the job instead
+    creates: those made from the user's templates, one pod of each replica type (the others share its
+    template), the claim and the Jobs; not the Service and NetworkPolicy, which the operator builds
+    alone (:data:`~.machine.OPERATOR_BUILT`). A refusal fails the job instead
     (:func:`~.machine.admission_refused`), so nothing of a run the API server would not admit is created."""
 
     def creates(self) -> list[Create]:
