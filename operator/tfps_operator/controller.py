@@ -20,8 +20,10 @@ no finalizer; a job that is gone is dropped from the queue and forgotten.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -92,6 +94,36 @@ def trimmed(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+PARSED_JOBS_KEPT = 256
+"""Parsed specs kept (least recently used first out): the jobs in the middle of a burst of passes. A
+parsed spec weighs ~10 KB; one parsed again costs about a millisecond."""
+
+
+class Bodies:
+    """The newest body of every job the watch reported, by ``namespace/name``, kept as compact JSON:
+    a job's body as parsed dicts weighs about five times its JSON, and a pass reads only its own."""
+
+    def __init__(self) -> None:
+        self._raw: dict[str, bytes] = {}
+
+    def put(self, key: str, body: Mapping[str, Any]) -> None:
+        self._raw[key] = json.dumps(trimmed(body), separators=(",", ":")).encode()
+
+    def pop(self, key: str) -> None:
+        self._raw.pop(key, None)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """A fresh copy of the body (None: the watch reported none, or its deletion)."""
+        raw = self._raw.get(key)
+        return json.loads(raw) if raw is not None else None
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._raw
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
 @dataclass
 class _JobState:
     recent: RecentWrites = field(default_factory=RecentWrites)
@@ -117,14 +149,21 @@ class _JobState:
             settings.status_interval_max_seconds,
         )
 
-    def freshest(self, live: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        """The newer of the watch's body and our own last write. A shallow copy: Kopf replaces the
-        live body's content wholesale when an event arrives, so the nested dicts stay consistent."""
-        current = dict(live) if live is not None else None
-        if self.written is not None and (current is None or _rv(self.written) > _rv(current)):
+    def freshest(self, live: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The newer of the watch's body and our own last write."""
+        if self.written is not None and (live is None or _rv(self.written) > _rv(live)):
             return self.written
         self.written = None
-        return current
+        return live
+
+    def echoed(self, body: Mapping[str, Any]) -> None:
+        """The watch delivered ``body``: our own last write, if no newer, is no longer needed."""
+        if self.written is not None and _rv(body) >= _rv(self.written):
+            self.written = None
+
+    def remember_write(self, body: dict[str, Any] | None) -> None:
+        """Our own write returned ``body`` (the job as stored): read it until the watch catches up."""
+        self.written = trimmed(body) if body is not None else None
 
 
 class Controller:
@@ -137,9 +176,8 @@ class Controller:
         self.flavors = Lookup(kube, "ResourceFlavor", flavor)
         self.priorities = Lookup(kube, "PriorityClass", lambda pc: int(pc.get("value") or 0))
         self.jobs: dict[str, _JobState] = {}
-        self.bodies: dict[str, dict[str, Any]] = {}
-        """The newest body of every job the watch reported, by ``namespace/name``."""
-        self._parsed: dict[tuple[str, int], PSTrainingJob | str] = {}
+        self.bodies = Bodies()
+        self._parsed: OrderedDict[tuple[str, int], PSTrainingJob | str] = OrderedDict()
         self.queue: WorkQueue[Key] = WorkQueue(
             lambda failures: pacing.retry_delay(failures, settings.retry_base_seconds, settings.retry_max_seconds)
         )
@@ -168,9 +206,12 @@ class Controller:
         namespace, name = meta.get("namespace", ""), meta.get("name", "")
         key = f"{namespace}/{name}"
         if event_type == "DELETED":
-            self.bodies.pop(key, None)
+            self.bodies.pop(key)
         else:
-            self.bodies[key] = trimmed(body)
+            self.bodies.put(key, body)
+            state = self.jobs.get(key)
+            if state is not None:
+                state.echoed(body)
         self._queue_pass(namespace, name)
 
     def child_event(self, namespace: str, job: str, key: str, uid: str, changed: bool) -> None:
@@ -260,9 +301,11 @@ class Controller:
     def _job(self, body: dict[str, Any]) -> PSTrainingJob | str:
         meta = body["metadata"]
         cache_key = (meta.get("uid", ""), int(meta.get("generation") or 0))
-        if cache_key not in self._parsed:
-            if len(self._parsed) > 1024:  # forget the oldest parse
-                self._parsed.pop(next(iter(self._parsed)))
+        if cache_key in self._parsed:
+            self._parsed.move_to_end(cache_key)
+        else:
+            if len(self._parsed) >= PARSED_JOBS_KEPT:
+                self._parsed.popitem(last=False)
             try:
                 self._parsed[cache_key] = parse_job(body)
             except ValueError as exc:
@@ -270,14 +313,14 @@ class Controller:
         return self._parsed[cache_key]
 
     async def reconcile_once(
-        self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any], views: Views
+        self, namespace: str, name: str, state: _JobState, live: dict[str, Any], views: Views
     ) -> float | None:
         """One pass; returns seconds until the next one, or None when the job is gone."""
         async with self._pass_slot():
             return await self._timed_pass(namespace, name, state, live, views)
 
     async def _timed_pass(
-        self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any], views: Views
+        self, namespace: str, name: str, state: _JobState, live: dict[str, Any], views: Views
     ) -> float | None:
         started = time.monotonic()
         result = "ok"
@@ -367,10 +410,10 @@ class Controller:
         for uid in applied.deleted:
             state.recent.record_delete(uid)
         if applied.written is not None:
-            state.written = applied.written
+            state.remember_write(applied.written)
 
     async def _reconcile(
-        self, namespace: str, name: str, state: _JobState, live: Mapping[str, Any], views: Views
+        self, namespace: str, name: str, state: _JobState, live: dict[str, Any], views: Views
     ) -> float | None:
         body = state.freshest(live)
         if body is None or body["metadata"].get("deletionTimestamp"):
@@ -403,7 +446,7 @@ class Controller:
             await post_events(self.kube, body, plan.events)
         if applied.conflict:
             # The job changed since the body we hold (the watch is behind): read it once, decide again.
-            state.written = await self.kube.get("PSTrainingJob", namespace, name)
+            state.remember_write(await self.kube.get("PSTrainingJob", namespace, name))
             return 0.0 if state.written is not None else None
         key = f"{namespace}/{name}"
         state.phase = plan.status.phase
@@ -420,9 +463,10 @@ class Controller:
             changed, event = creation_failed(plan.status, meta.get("generation"), applied.create_failures, t)
             if changed:
                 try:
-                    state.written = await self.kube.patch_status(
+                    written = await self.kube.patch_status(
                         namespace, name, writes.status_patch(plan.status), applied.resource_version
                     )
+                    state.remember_write(written)
                 except ApiError as exc:
                     if exc.status not in (404, 409):
                         raise

@@ -11,6 +11,8 @@ from .api.models import Phase, PSTrainingJobStatus
 PHASES: tuple[str, ...] = get_args(Phase)
 
 JOBS = Gauge("tfps_jobs", "PSTrainingJobs known to this operator, by phase", ["phase"])
+for _phase in PHASES:  # every phase reported from the start, at 0 while no job is in it
+    JOBS.labels(phase=_phase)
 RECONCILES = Counter("tfps_reconcile_total", "Reconciliations of a PSTrainingJob", ["result"])
 RECONCILE_SECONDS = Histogram(
     "tfps_reconcile_duration_seconds",
@@ -58,13 +60,16 @@ _phases: dict[str, str] = {}
 
 
 def set_phase(key: str, phase: str | None) -> None:
-    """Record the phase of job ``key`` (namespace/name); None forgets it."""
-    if phase is None:
-        _phases.pop(key, None)
-    else:
+    """Record the phase of job ``key`` (namespace/name); None forgets it. Only the two phases it moves
+    between are counted again (a pass must not cost a walk over every job)."""
+    old = _phases.pop(key, None) if phase is None else _phases.get(key)
+    if phase is not None:
         _phases[key] = phase
-    for p in PHASES:
-        JOBS.labels(phase=p).set(sum(1 for v in _phases.values() if v == p))
+    if old == phase:
+        return
+    for p, delta in ((old, -1), (phase, 1)):
+        if p in PHASES:
+            JOBS.labels(phase=p).inc(delta)
 
 
 def set_job(key: str, status: PSTrainingJobStatus, target_steps: int | None) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from _operator_helpers import UID
 
 from tfps_operator.controller import Controller, _JobState
-from tfps_operator.kube.client import ApiError
+from tfps_operator.kube.client import COMPONENT, ApiError
 from tfps_operator.kube.watched import RECENT_TTL_SECONDS, ChildRef, RecentWrites, Views, child_ref
 from tfps_operator.reconcile.observed import PodObs, pod_obs
 from tfps_operator.settings import BuildConfig, OperatorSettings
@@ -72,7 +72,8 @@ class RecordingKube:
             "status": merged,
             "metadata": {**self.job["metadata"], "resourceVersion": str(next(self.rv))},
         }
-        return self.job
+        # The API server answers with the whole object, its managedFields included.
+        return {**self.job, "metadata": {**self.job["metadata"], "managedFields": [{"manager": COMPONENT}]}}
 
     async def create_or_adopt(self, manifest: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         self.calls.append(("POST", manifest["kind"], manifest["metadata"]["name"]))
@@ -175,6 +176,32 @@ def test_the_live_body_wins_once_it_is_as_new_as_our_write():
     assert state.freshest(job_body(rv=11))["metadata"]["resourceVersion"] == "12"
     newer = job_body(rv=13, phase="Running")
     assert state.freshest(newer)["status"]["phase"] == "Running" and state.written is None
+
+
+def test_our_write_is_kept_trimmed_and_released_when_the_watch_echoes_it():
+    kube = RecordingKube(job_body())
+    controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
+    key = "team-a/mnist"
+    state = controller.jobs[key] = _JobState()
+    one_pass(controller, state, job_body(), empty_views())
+    assert state.written is not None and "managedFields" not in state.written["metadata"]
+    written_rv = int(state.written["metadata"]["resourceVersion"])
+    controller.job_event("MODIFIED", job_body(rv=written_rv - 1))  # an older body: still needed
+    assert state.written is not None
+    controller.job_event("MODIFIED", job_body(rv=written_rv))  # the echo: no longer held
+    assert state.written is None
+
+
+def test_bodies_are_kept_compact_and_each_read_is_a_fresh_copy():
+    controller = Controller(RecordingKube(job_body()), SETTINGS)  # type: ignore[arg-type]
+    body = {**job_body(rv=7), "metadata": {**job_body(rv=7)["metadata"], "managedFields": [{"manager": "x"}]}}
+    controller.job_event("ADDED", body)
+    first = controller.bodies.get("team-a/mnist")
+    assert first is not None and "managedFields" not in first["metadata"] and first["spec"] == body["spec"]
+    first["spec"]["training"] = {"steps": 1}
+    assert controller.bodies.get("team-a/mnist")["spec"] == body["spec"]  # a pass cannot change the kept body
+    controller.job_event("DELETED", body)
+    assert controller.bodies.get("team-a/mnist") is None and "team-a/mnist" not in controller.bodies
 
 
 # --- RecentWrites -----------------------------------------------------------------------------------

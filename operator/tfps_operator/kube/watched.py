@@ -37,7 +37,7 @@ class ByJob(Protocol[T]):
     def get(self, key: JobKey, default: Iterable[T], /) -> Iterable[T]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChildRef:
     """A Service, NetworkPolicy, PVC or PodGroup as the index holds it: its ``Kind/name`` and its controller's uid."""
 
@@ -51,7 +51,7 @@ def child_ref(kind: str, body: Mapping[str, Any]) -> ChildRef:
     return ChildRef(key=f"{kind}/{meta.get('name', '')}", uid=meta.get("uid", ""), owner=controller_uid(body))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Views:
     """The operator's informers, keyed by :data:`JobKey` (or dicts in tests)."""
 

@@ -16,7 +16,7 @@ from ..manifests import labels
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodObs:
     name: str
     uid: str
@@ -46,7 +46,7 @@ class PodObs:
         return self.phase in ("Pending", "Running", "Unknown") and not self.deleting
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BatchJobObs:
     name: str
     uid: str
@@ -56,7 +56,7 @@ class BatchJobObs:
     deleting: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkloadObs:
     """The job's Kueue Workload, as far as the operator acts on it."""
 
@@ -82,7 +82,7 @@ class WorkloadObs:
     deleting: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Flavor:
     """What an admitted ResourceFlavor adds to a pod: node labels and tolerations."""
 
@@ -90,7 +90,7 @@ class Flavor:
     tolerations: tuple[Mapping[str, Any], ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Observed:
     pods: tuple[PodObs, ...] = ()
     """Trainer pods (any restart generation)."""
