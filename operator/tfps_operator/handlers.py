@@ -81,6 +81,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: ko
     )
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
+    # Kopf keeps a task per job while events about it keep coming, and for idle_timeout after; the
+    # handler only hands the body over, so a job's task has no reason to outlive its burst.
+    settings.batching.idle_timeout = 0.5
     settings.peering.lifetime = ours.peering_lifetime
     kube = await Kube.connect(
         lambda: credentials(settings, memo),
