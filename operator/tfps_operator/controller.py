@@ -114,9 +114,6 @@ class Bodies:
     def __contains__(self, key: object) -> bool:
         return key in self._raw
 
-    def __len__(self) -> int:
-        return len(self._raw)
-
 
 @dataclass
 class _JobState:
