@@ -449,3 +449,27 @@ def test_the_pool_reconciles_a_watched_job_once_per_burst_and_forgets_a_deleted_
         await pool
 
     asyncio.run(go())
+
+
+def test_a_delete_collection_counts_the_pods_it_stands_for_without_reading_the_answer():
+    from tfps_operator.api.models import PSTrainingJobStatus
+    from tfps_operator.kube.executor import execute
+    from tfps_operator.reconcile.plan import Delete, DeletePods, Plan
+
+    class CollectionKube:
+        def __init__(self) -> None:
+            self.collections: list[tuple[str, str, str | None]] = []
+
+        async def delete_collection(self, kind: str, ns: str, labels: str, fields: str | None = None) -> None:
+            self.collections.append((kind, labels, fields))  # the API server's answer is never read
+
+        async def event(self, *_: Any) -> None:
+            pass
+
+    kube = CollectionKube()
+    status = PSTrainingJobStatus.model_validate({"phase": "Succeeded"})
+    going = (Delete("Pod", "mnist-ps-0", "u-ps"), Delete("Pod", "mnist-worker-0", "u-w0"))
+    plan = Plan(status=status, actions=[DeletePods("tfps.dev/job-name=mnist", "status.phase=Running", going)])
+    out = asyncio.run(execute(kube, job_body(), status, plan))  # type: ignore[arg-type]
+    assert kube.collections == [("Pod", "tfps.dev/job-name=mnist", "status.phase=Running")]
+    assert out.deleted == ["u-ps", "u-w0"]  # going until the watch reports them

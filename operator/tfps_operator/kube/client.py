@@ -155,7 +155,9 @@ class Kube:
         query: list[tuple[str, Any]] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        answer: bool = True,
     ) -> Any:
+        """Send one request; returns the decoded answer (``answer`` False: None, the answer unread)."""
         data = None if body is None else json.dumps(body)
         for attempt in (1, 2):
             assert self._session is not None
@@ -186,7 +188,7 @@ class Kube:
                 message = raw.decode(errors="replace")[:500] or reason
             metrics.API_ERRORS.labels(verb=verb.lower(), code=str(status)).inc()
             raise ApiError(status, reason, str(message), verb, what)
-        return json.loads(raw) if raw else None
+        return json.loads(raw) if raw and answer else None
 
     # --- reads ----------------------------------------------------------------------------------
 
@@ -297,7 +299,7 @@ class Kube:
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
-            await self.request("DELETE", _path(kind, namespace, name), what=f"{kind}/{name}", body=body)
+            await self.request("DELETE", _path(kind, namespace, name), what=f"{kind}/{name}", body=body, answer=False)
             return True
         except ApiError as exc:
             if exc.status in (404, 409):  # gone, or a different incarnation now holds the name
@@ -306,15 +308,16 @@ class Kube:
 
     async def delete_collection(
         self, kind: str, namespace: str, label_selector: str, field_selector: str | None = None
-    ) -> list[str]:
-        """Delete every ``kind`` matching the selectors in one request (background propagation);
-        returns the uids the server deleted."""
+    ) -> None:
+        """Delete every ``kind`` matching the selectors in one request (background propagation). The
+        answer (every deleted object, whole) is not decoded: the caller knows what it selected."""
         query: list[tuple[str, Any]] = [("labelSelector", label_selector)]
         if field_selector:
             query.append(("fieldSelector", field_selector))
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
-        out = await self.request("DELETE", _path(kind, namespace), what=f"{kind} collection", query=query, body=body)
-        return [uid for item in (out or {}).get("items") or [] if (uid := (item.get("metadata") or {}).get("uid"))]
+        await self.request(
+            "DELETE", _path(kind, namespace), what=f"{kind} collection", query=query, body=body, answer=False
+        )
 
     async def patch_status(
         self,
@@ -365,6 +368,6 @@ class Kube:
             "count": 1,
         }
         try:
-            await self.request("POST", _path("Event", meta["namespace"]), what="Event", body=body)
+            await self.request("POST", _path("Event", meta["namespace"]), what="Event", body=body, answer=False)
         except ApiError as exc:
             log.warning("could not post event %s for %s/%s: %s", reason, meta["namespace"], meta["name"], exc)

@@ -73,9 +73,10 @@ async def execute(kube: Kube, body: Mapping[str, Any], current: PSTrainingJobSta
                     if exc.status not in (404, 409):  # gone, or Kueue wrote first: the next pass decides again
                         raise
             elif isinstance(action, DeletePods):
-                uids = await kube.delete_collection("Pod", ns, action.label_selector, action.field_selector)
-                out.deleted.extend(uids)
-                log.info("deleted %d pods of %s in %s", len(uids), name, ns)
+                await kube.delete_collection("Pod", ns, action.label_selector, action.field_selector)
+                # The selectors match exactly the observed pods the action stands for.
+                out.deleted.extend(d.uid for d in action.pods if d.uid)
+                log.info("deleted %d pods of %s in %s", len(action.pods), name, ns)
             elif isinstance(action, Create):
                 try:
                     obj, created = await kube.create_or_adopt(action.manifest)
