@@ -37,27 +37,29 @@ lint: venv
 	exit $$rc
 
 # Everything: lint, then two test runs: the TensorFlow tier (real PS/worker/chief processes) inside a
-# loopback-only network namespace, then the unit and cluster tiers against hack/cluster. The Go binaries
-# build (once per version, into ~/.cache/tfps) in the background from the start, at a lower CPU priority
-# than the tests (nice 10): the object-storage emulator (the TF tier needs it, and cannot download inside
-# its namespace) beside the venv's downloads, the control plane beside the venv and the TF tier, which
-# leaves a core idle much of the time. All three always run (a lint finding does not hide a test
-# failure); the target fails if any fails.
+# loopback-only network namespace, then the unit and cluster tiers against hack/cluster. Each tier's tools
+# are installed by `hack/tools TIER` (once per version, into ~/.cache/tfps; Debian packages with apt-get)
+# in the background from the start, at a lower CPU priority than the tests (nice 10): nothing can be
+# installed inside the namespace, so the TF tier waits for its tools (fake-gcs-server, Chromium) before
+# entering it; the control plane builds beside the venv and the TF tier. All three always run (a lint
+# finding does not hide a test failure); the target fails if any fails. `>> time:` lines give each part.
 BUILD_LOGS := $(or $(TFPS_CLUSTER_DIR),.cluster)
 test:
-	rc=0; \
+	rc=0; t0=$$SECONDS; \
+	timed() { local what=$$1 t=$$SECONDS r=0; shift; "$$@" || r=$$?; echo ">> time: $$what $$((SECONDS - t)) s (exit $$r)"; return $$r; }; \
+	tools_ready() { if ! wait $$1; then cat $(BUILD_LOGS)/tools-$$2.log; echo "!! hack/tools $$2 failed (log above)"; return 1; fi; \
+	  grep '^>> time:' $(BUILD_LOGS)/tools-$$2.log; echo ">> time: $$2 tools ready $$((SECONDS - t0)) s after the start"; }; \
 	mkdir -p $(BUILD_LOGS); \
-	nice -n 10 hack/gcs-emulator build >$(BUILD_LOGS)/gcs-build.log 2>&1 & gcs=$$!; \
-	nice -n 10 hack/cluster build >$(BUILD_LOGS)/build-in-background.log 2>&1 & build=$$!; \
-	t0=$$SECONDS; \
-	$(MAKE) --no-print-directory venv || exit $$?; \
-	$(MAKE) --no-print-directory lint || rc=$$?; \
-	if ! wait $$gcs; then cat $(BUILD_LOGS)/gcs-build.log; exit 1; fi; \
-	hack/netns-run $(BIN)/pytest -m "tf and not cluster" $(PYTEST_ARGS) || rc=$$?; \
-	if ! wait $$build; then cat $(BUILD_LOGS)/build-in-background.log; exit 1; fi; \
-	echo ">> control-plane binaries ready $$((SECONDS - t0)) s after the start (log: $(BUILD_LOGS)/build-in-background.log)"; \
-	hack/cluster up || exit $$?; \
-	$(BIN)/pytest -m "not tf and not slow and not realnode" $(PYTEST_ARGS) || rc=$$?; \
+	nice -n 10 hack/tools tf >$(BUILD_LOGS)/tools-tf.log 2>&1 & tf_tools=$$!; \
+	nice -n 10 hack/tools cluster >$(BUILD_LOGS)/tools-cluster.log 2>&1 & cluster_tools=$$!; \
+	timed venv $(MAKE) --no-print-directory venv || exit $$?; \
+	timed lint $(MAKE) --no-print-directory lint || rc=$$?; \
+	tools_ready $$tf_tools tf || exit 1; \
+	timed "TF tier" hack/netns-run $(BIN)/pytest -m "tf and not cluster" $(PYTEST_ARGS) || rc=$$?; \
+	tools_ready $$cluster_tools cluster || exit 1; \
+	timed "cluster up" hack/cluster up || exit $$?; \
+	timed "unit and cluster tiers" $(BIN)/pytest -m "not tf and not slow and not realnode" $(PYTEST_ARGS) || rc=$$?; \
+	echo ">> time: make test $$((SECONDS - t0)) s"; \
 	exit $$rc
 
 # The operator crash soak (20 SIGKILLs across job lifecycles, 2-3 minutes on a quiet machine). Its own

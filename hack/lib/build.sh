@@ -3,6 +3,10 @@
 # Sourced by hack/cluster; expects log/die helpers and versions.sh.
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/offline.sh"
+# The command that builds these ahead of a tier's namespace (named when a build is refused there).
+BUILD_FIX=${BUILD_FIX:-hack/tools cluster}
 
 # go_mod_file MODULE@VERSION -> path of that module's go.mod in the module cache
 go_mod_file() {
@@ -48,6 +52,7 @@ run_build() {
 build_k8s() {
   local dir="$TFPS_CACHE/k8s/$K8S_VERSION" mod
   [[ -f $dir/bin/.complete ]] && return 0
+  require_network "Kubernetes $K8S_VERSION (built from the Go module proxy)" "$BUILD_FIX" || return 1
   lock_build "$dir"; [[ -f $dir/bin/.complete ]] && return 0
   log "building Kubernetes $K8S_VERSION + etcd into $dir/bin (once per version; this takes a while)"
   mkdir -p "$dir" && rm -rf "$dir"/wrapper.* && mod=$(mktemp -d "$dir/wrapper.XXXXXX")
@@ -118,6 +123,7 @@ build_simple() {
   local comp=$1 module=$2 ver=$3 pkg=$4 extra_ld=$5
   local dir="$TFPS_CACHE/$comp/$ver" mod logf t0=$SECONDS
   [[ -f $dir/bin/.complete ]] && return 0
+  require_network "$comp $ver (built from the Go module proxy)" "$BUILD_FIX" || return 1
   lock_build "$dir"; [[ -f $dir/bin/.complete ]] && return 0
   log "building $comp $ver ($pkg) into $dir/bin"
   mkdir -p "$dir" && rm -rf "$dir"/wrapper.* && mod=$(mktemp -d "$dir/wrapper.XXXXXX"); logf="$dir/build.log"; : >"$logf"
@@ -143,6 +149,7 @@ build_module_main() {
   local comp=$1 module=$2 ver=$3 extra_ld=$4 replaces=$5 keep=$6 r k; shift 6
   local dir="$TFPS_CACHE/$comp/$ver" src mod logf t0=$SECONDS
   [[ -f $dir/bin/.complete ]] && return 0
+  require_network "$comp $ver (built from the Go module proxy)" "$BUILD_FIX" || return 1
   lock_build "$dir"; [[ -f $dir/bin/.complete ]] && return 0
   log "building $comp $ver ($*) into $dir/bin (once per version)"
   mkdir -p "$dir" && rm -rf "$dir"/wrapper.* && mod=$(mktemp -d "$dir/wrapper.XXXXXX"); logf="$dir/build.log"; : >"$logf"
@@ -167,6 +174,7 @@ build_module_main() {
 kwok_stages() {
   local out="$TFPS_CACHE/kwok/$KWOK_VERSION/stages.yaml" src f
   [[ -s $out ]] && return 0
+  require_network "kwok $KWOK_VERSION's stages (from the Go module proxy)" "$BUILD_FIX" || return 1
   src=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])') || return 1
   : >"$out.tmp"
   for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
