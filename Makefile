@@ -73,6 +73,13 @@ soak: venv
 # containerd/runc/CNI/umoci/skopeo/debootstrap; builds and caches kubelet, CoreDNS and the images on first
 # use (cold: about half an hour). `hack/realnode/node ready-to-test` says whether it is cheap right now.
 # REALNODE_MARK=realnode adds the slow fault tests (deleting a worker / the PS pod mid-training).
+# `.ci/run` on a clean clone of HEAD in a fresh root (hack/cold-root: debootstrap bookworm with the
+# image's packages, its Python and Go; empty ~/.cache/tfps, Go and pip caches; no tier packages), as on a
+# new machine. Run it whenever hack/ or a tier's set-up changes; its figures go in tests/README.md.
+.PHONY: test-cold
+test-cold:
+	hack/cold-root
+
 .PHONY: test-realnode
 REALNODE_MARK ?= realnode and not slow
 test-realnode: venv
