@@ -4,7 +4,8 @@
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 # shellcheck source-path=SCRIPTDIR
-source "$(dirname "${BASH_SOURCE[0]}")/offline.sh"
+BUILD_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$BUILD_LIB/offline.sh"
 # The command that builds these ahead of a tier's namespace (named when a build is refused there).
 BUILD_FIX=${BUILD_FIX:-hack/tools cluster}
 
@@ -145,9 +146,11 @@ build_simple() {
 # REPLACES: space-separated MODULE=MODULE@VERSION added to that go.mod (a pin the proxy does not serve).
 # KEEP: space-separated SRC=DEST: directories of that module's source (CRDs, RBAC, webhook manifests of that
 # very version) kept under the cache directory next to bin/.
+# BUILD_TAG (optional): the cache directory's name instead of VERSION (a patched build); BUILD_PATCH
+# (optional): a `patch -p1` file applied to the module's source before the build.
 build_module_main() {
   local comp=$1 module=$2 ver=$3 extra_ld=$4 replaces=$5 keep=$6 r k; shift 6
-  local dir="$TFPS_CACHE/$comp/$ver" src mod logf t0=$SECONDS
+  local dir="$TFPS_CACHE/$comp/${BUILD_TAG:-$ver}" src mod logf t0=$SECONDS
   [[ -f $dir/bin/.complete ]] && return 0
   require_network "$comp $ver (built from the Go module proxy)" "$BUILD_FIX" || return 1
   lock_build "$dir"; [[ -f $dir/bin/.complete ]] && return 0
@@ -156,6 +159,9 @@ build_module_main() {
   src=$(go mod download -json "$module@$ver" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error","no Dir")))') \
     || { echo "!! cannot fetch $module@$ver from the module proxy" >&2; return 1; }
   cp -r "$src/." "$mod/" && chmod -R u+w "$mod"
+  if [[ -n ${BUILD_PATCH:-} ]]; then
+    ( cd "$mod" && run_build "$comp (patch $(basename "$BUILD_PATCH"))" "$logf" patch -p1 -i "$BUILD_PATCH" ) || return 1
+  fi
   for r in $replaces; do ( cd "$mod" && go mod edit -replace="$r" ) || return 1; done
   ( cd "$mod" && run_build "$comp (go build)" "$logf" go build -mod=mod -trimpath -ldflags="-s -w $extra_ld" -o "$mod/out/" "$@" ) || return 1
   rm -rf "${dir:?}/bin" && mv "$mod/out" "$dir/bin"
@@ -172,7 +178,7 @@ build_module_main() {
 # kwok_stages: kwok's own default Stage objects (what `kwokctl` loads: node-initialize,
 # node-heartbeat-with-lease, pod-ready, pod-complete, pod-delete), copied from the kwok module.
 kwok_stages() {
-  local out="$TFPS_CACHE/kwok/$KWOK_VERSION/stages.yaml" src f
+  local out="$TFPS_CACHE/kwok/$KWOK_BUILD/stages.yaml" src f
   [[ -s $out ]] && return 0
   require_network "kwok $KWOK_VERSION's stages (from the Go module proxy)" "$BUILD_FIX" || return 1
   src=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])') || return 1
@@ -200,8 +206,10 @@ kueue_manifests_json() {
 build_all() {
   command -v go >/dev/null || die "go is not installed (need a Go toolchain >= 1.26 to build the control plane)"
   build_k8s || die "build of Kubernetes $K8S_VERSION failed (see above)"
-  build_simple kwok sigs.k8s.io/kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok \
-    "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" || die "build of kwok $KWOK_VERSION failed (see above)"
+  # kwok, patched: a pod-delete stage deletes only the pod it was queued for (hack/lib/kwok-uid-delete.patch)
+  BUILD_TAG=$KWOK_BUILD BUILD_PATCH=$BUILD_LIB/kwok-uid-delete.patch build_module_main kwok sigs.k8s.io/kwok \
+    "$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" "" "" ./cmd/kwok \
+    || die "build of kwok $KWOK_BUILD failed (see above)"
   kwok_stages || die "could not assemble kwok's default stages for $KWOK_VERSION"
   build_simple helm helm.sh/helm/v4 "$HELM_VERSION" helm.sh/helm/v4/cmd/helm \
     "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" || die "build of helm $HELM_VERSION failed (see above)"

@@ -3,6 +3,7 @@
 # shellcheck disable=SC2034  # read by hack/cluster and build.sh
 K8S_VERSION="${TFPS_K8S_VERSION:-v1.37.2}"   # k8s.io/kubernetes; etcd version is read from its go.mod
 KWOK_VERSION="${TFPS_KWOK_VERSION:-v0.8.0}"  # sigs.k8s.io/kwok
+KWOK_BUILD="$KWOK_VERSION-uid-delete"  # its cache key: built with hack/lib/kwok-uid-delete.patch
 HELM_VERSION="${TFPS_HELM_VERSION:-v4.3.2}"  # helm.sh/helm/v4
 SCHED_PLUGINS_VERSION="${TFPS_SCHED_PLUGINS_VERSION:-v0.34.7}"  # sigs.k8s.io/scheduler-plugins (gang: Coscheduling)
 # The proxy does not serve k8s.io/csi-translation-lib v0.34.7 (scheduler-plugins v0.34.7 pins it), nor v0.34.6: an
