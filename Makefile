@@ -39,10 +39,11 @@ lint: venv
 # Everything: lint, then two test runs: the TensorFlow tier (real PS/worker/chief processes) inside a
 # loopback-only network namespace, then the unit and cluster tiers against hack/cluster. Each tier's tools
 # are installed by `hack/tools TIER` (once per version, into ~/.cache/tfps; Debian packages with apt-get)
-# in the background from the start, at a lower CPU priority than the tests (nice 10): nothing can be
-# installed inside the namespace, so the TF tier waits for its tools (fake-gcs-server, Chromium) before
-# entering it; the control plane builds beside the venv and the TF tier. All three always run (a lint
-# finding does not hide a test failure); the target fails if any fails. `>> time:` lines give each part.
+# in the background from the start: nothing can be installed inside the namespace, so the TF tier waits
+# for its tools (fake-gcs-server, Chromium; nice 5, ahead of the control plane) before entering it; the
+# control plane (nice 10, below the tests) builds beside the venv and the TF tier. All three always run
+# (a lint finding does not hide a test failure); the target fails if any fails. `>> time:` lines give
+# each part.
 BUILD_LOGS := $(or $(TFPS_CLUSTER_DIR),.cluster)
 test:
 	rc=0; t0=$$SECONDS; \
@@ -50,7 +51,7 @@ test:
 	tools_ready() { if ! wait $$1; then cat $(BUILD_LOGS)/tools-$$2.log; echo "!! hack/tools $$2 failed (log above)"; return 1; fi; \
 	  grep '^>> time:' $(BUILD_LOGS)/tools-$$2.log; echo ">> time: $$2 tools ready $$((SECONDS - t0)) s after the start"; }; \
 	mkdir -p $(BUILD_LOGS); \
-	nice -n 10 hack/tools tf >$(BUILD_LOGS)/tools-tf.log 2>&1 & tf_tools=$$!; \
+	nice -n 5 hack/tools tf >$(BUILD_LOGS)/tools-tf.log 2>&1 & tf_tools=$$!; \
 	nice -n 10 hack/tools cluster >$(BUILD_LOGS)/tools-cluster.log 2>&1 & cluster_tools=$$!; \
 	timed venv $(MAKE) --no-print-directory venv || exit $$?; \
 	timed lint $(MAKE) --no-print-directory lint || rc=$$?; \
