@@ -128,20 +128,20 @@ def test_code_from_a_configmap_is_mounted_read_only_as_the_working_directory_of_
 
 
 def test_a_script_without_a_module_has_no_preflight_and_a_module_for_export_keeps_it():
-    from tfps_operator.reconcile.machine import _preflight_pending
+    from tfps_operator.reconcile.export import preflight_pending
 
-    class X:  # the fields _preflight_pending reads
+    class X:  # the fields preflight_pending reads
         def __init__(self, job):
             from _operator_helpers import status
 
             self.job, self.status = job, status(phase="Pending")
             self.obs = type("O", (), {"pods": []})()
 
-    assert not _preflight_pending(X(script_job(export={"preflight": True})))
+    assert not preflight_pending(X(script_job(export={"preflight": True})))
     with_module = make_job(
         model={"command": PROGRAM, "module": "tfps_trainer.examples.linear"}, training={}, export={"preflight": True}
     )
-    assert _preflight_pending(X(with_module))
+    assert preflight_pending(X(with_module))
 
 
 SETTINGS = JobSettings(job_name="j", paths=Paths(root="/data/ns/j"), steps=300, batch_size=8, code_dir="/code")

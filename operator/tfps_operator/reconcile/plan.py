@@ -94,7 +94,7 @@ class Plan:
     creates: those made from the user's templates, one pod of each replica type (the others share its
     template), the claim and the Jobs; not the Service and NetworkPolicy, which the operator builds
     alone (:data:`~.machine.OPERATOR_BUILT`). A refusal fails the job instead
-    (:func:`~.machine.admission_refused`), so nothing of a run the API server would not admit is created."""
+    (:func:`~.admission.verdict`), so nothing of a run the API server would not admit is created."""
 
     def creates(self) -> list[Create]:
         return [a for a in self.actions if isinstance(a, Create)]

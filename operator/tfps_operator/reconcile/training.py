@@ -1,0 +1,307 @@
+"""The training phases (Pending, Running, Restarting, Suspended): the pods of the current run, what a
+failed or lost pod costs (recreated alone, or the whole job restarted), scheduling, waiting and stall
+conditions, suspension and the active deadline."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from ..api.models import CheckpointStatus, ExportStatus, ReplicaStatus, Role, replica_counts
+from ..manifests import names
+from ..manifests.podgroup import KIND as KIND_PODGROUP
+from ..manifests.podgroup import gang_enabled, min_member, pod_group_name
+from . import conditions as C
+from . import crashloop, gang, kueue, messages, stall, waiting
+from .context import UNFINISHED, Reconciliation
+from .endings import fail, succeed
+from .export import exporting
+from .failure_policy import Decision, on_failure
+from .observed import PodObs
+from .plan import Create, Delete
+
+
+def training(r: Reconciliation, desired: dict[str, dict[str, Any]], export_manifest: dict[str, Any] | None) -> None:
+    job, st, obs = r.job, r.status, r.obs
+    epoch = st.restarts
+    current = {p.name: p for p in obs.pods if p.restart == epoch and p.name in desired}
+    for pod in obs.pods:  # from an earlier run of the job, or no longer in the spec
+        if pod.name not in current:
+            r.delete_pod(pod)
+
+    chief = current.get(names.pod_name(job.metadata.name, "chief", 0))
+    if chief is not None and chief.phase == "Succeeded" and not chief.deleting:
+        _final_checkpoint(r, chief)
+        training_done(r, export_manifest)
+        return
+
+    decisions: list[tuple[PodObs | None, str, Decision]] = []
+    for pod in current.values():
+        if pod.deleting or pod.role is None:
+            continue
+        unexpected_exit = pod.phase == "Succeeded" and pod.role in ("ps", "worker")  # servers never exit on their own
+        if pod.phase == "Failed" or unexpected_exit:
+            decisions.append((pod, pod.role, _failure_decision(r, pod.role, pod.exit_code, detail=pod.message)))
+    if st.phase == "Running":  # every pod existed: a missing chief or PS is a lost one
+        for name, manifest in desired.items():
+            role = manifest["metadata"]["labels"]["tfps.dev/replica-type"]
+            if name not in current and role in ("chief", "ps") and obs.pod(name) is None:
+                decisions.append((None, role, _failure_decision(r, role, None, vanished=name)))
+
+    fatal = next((d for _, _, d in decisions if d.action == "fail_job"), None)
+    if fatal:
+        fail(r, fatal.reason, fatal.message)
+        return
+    restart = next((d for _, _, d in decisions if d.action == "restart_job"), None)
+    if restart:
+        restart_job(r, restart, current)
+        return
+    for failed, _, d in decisions:  # recreate_pod: delete now (or after its backoff), create once the name is free
+        assert failed is not None
+        pod = failed
+        entry = st.recreations.get(pod.name)
+        not_before = crashloop.not_before(entry, r.now)
+        if not_before is not None:
+            r.plan.requeue((not_before - r.now).total_seconds())
+            continue
+        r.event("Warning", d.reason, f"{pod.name}: {d.message}")
+        r.delete_pod(pod)
+        st.recreations = {**st.recreations, pod.name: crashloop.record(entry, r.now)}
+        r.plan.replaced.append(pod.name)
+
+    replacing = {pod.name for pod, _, _ in decisions if pod is not None}
+    group_ready = gang.may_create_pods(gang_enabled(r.cfg), f"{KIND_PODGROUP}/{pod_group_name(job)}" in obs.existing)
+    for name, manifest in desired.items():
+        if name in current or obs.pod(name) is not None or not group_ready:
+            continue  # exists, its previous incarnation is still going away, or its PodGroup is not there yet
+        r.plan.actions.append(Create(manifest))
+        if st.phase == "Running":
+            role = manifest["metadata"]["labels"]["tfps.dev/replica-type"]
+            r.plan.recreated.append(role)
+            r.event("Normal", "ReplicaRecreated", f"{name} recreated with the same name")
+
+    _training_phase(r, desired, current, replacing)
+
+
+def _failure_decision(
+    r: Reconciliation, role: Role, exit_code: int | None, vanished: str | None = None, detail: str = ""
+) -> Decision:
+    spec = getattr(r.job.spec.replicas, role)
+    d = on_failure(
+        role,
+        spec.restart_policy,
+        exit_code,
+        r.status.restarts - r.status.preemptions,
+        r.job.spec.run_policy.backoff_limit,
+        _recreated(r, role),
+        spec.recreate_limit,
+        detail[-2000:],
+    )
+    if vanished:
+        d = Decision(d.action, d.reason, d.message.replace(f"{role} vanished", f"{vanished} disappeared"), d.counted)
+    return d
+
+
+def _recreated(r: Reconciliation, role: str) -> int:
+    """Recreations of ``role``'s pods so far (from ``status.recreations``)."""
+    prefix = f"{r.job.metadata.name}-{role}-"
+    return sum(rec.total for name, rec in r.status.recreations.items() if name.startswith(prefix))
+
+
+def _training_phase(
+    r: Reconciliation, desired: dict[str, dict[str, Any]], current: dict[str, PodObs], replacing: set[str]
+) -> None:
+    st = r.status
+    live = [p for p in current.values() if not p.deleting and p.name not in replacing]
+    all_there = len(live) == len(desired)
+    # An evaluator that finished its last evaluation is done, not missing.
+    running = all_there and all(
+        p.phase == "Running" or (p.phase == "Succeeded" and p.role == "evaluator") for p in live
+    )
+    unscheduled = [p for p in live if not p.scheduled]
+    if live and not unscheduled:
+        r.set_condition(C.SCHEDULED, "True", "AllPodsScheduled", "")
+    elif unscheduled:
+        detail = "; ".join(
+            f"{p.name}: {p.unschedulable_message}" if p.unschedulable_message else p.name for p in unscheduled[:5]
+        )
+        r.set_condition(
+            C.SCHEDULED,
+            "False",
+            "Unschedulable" if any(p.unschedulable_message for p in unscheduled) else "Scheduling",
+            f"{len(unscheduled)} pod(s) not scheduled: {detail}",
+        )
+    if gang_enabled(r.cfg) and live:
+        says = next((p.unschedulable_message for p in unscheduled if p.unschedulable_message), "")
+        v = gang.condition(pod_group_name(r.job), min_member(r.job), len(live) - len(unscheduled), len(desired), says)
+        r.set_condition(gang.GANG_SCHEDULED, v.status, v.reason, v.message)
+    _waiting(r, live)
+    if all_there and not C.is_true(st, C.CREATED):
+        r.set_condition(C.CREATED, "True", "ChildrenCreated", f"{len(desired)} pods, Service and NetworkPolicy created")
+
+    if running and st.phase != "Running":
+        st.phase = "Running"
+        r.set_condition(C.RUNNING, "True", "AllReplicasRunning", f"{len(desired)} pods running")
+        r.clear(C.RESTARTING, "AllReplicasRunning", "")
+        r.event("Normal", "Running", f"all {len(desired)} pods are running")
+    elif st.phase not in ("Running", "Restarting"):
+        st.phase = "Pending"
+    _stalled(r, current)
+
+
+def _waiting(r: Reconciliation, live: list[PodObs]) -> None:
+    """Condition Waiting (rule in :mod:`.waiting`), ``status.reason``, and an Event when the reason changes."""
+    w = waiting.why(live)
+    old = C.get(r.status, waiting.WAITING)
+    if w is None:
+        if old is not None and old.status == "True":
+            r.clear(waiting.WAITING, "PodsStarted", "")
+            r.status.reason = None
+        return
+    if old is None or old.status != "True" or old.reason != w.reason:
+        r.event("Warning", w.reason, w.message)
+    r.set_condition(waiting.WAITING, "True", w.reason, w.message)
+    r.status.reason = w.reason
+
+
+def _stalled(r: Reconciliation, current: dict[str, PodObs]) -> None:
+    """The Stalled condition (rule in :mod:`.stall`), an Event when it turns True, a wake-up at the deadline;
+    ``runPolicy.stallPolicy`` Restart or Fail acts on it."""
+    bound = stall.bound_seconds(r.job.spec.run_policy.stall_seconds, r.cfg.stall_seconds)
+    verdict = stall.evaluate(r.status, bound, r.now)
+    if verdict is None:
+        r.clear(stall.STALLED, "NotRunning" if r.status.phase != "Running" else "StallCheckOff", "")
+    elif verdict.stalled:
+        if r.set_condition(stall.STALLED, "True", stall.REASON, verdict.message):
+            r.event("Warning", stall.STALLED, verdict.message)
+        policy = r.job.spec.run_policy.stall_policy
+        backoff = r.job.spec.run_policy.backoff_limit
+        if policy == "Fail":
+            fail(r, stall.STALLED, f"{verdict.message} (stallPolicy Fail)")
+        elif policy == "Restart" and r.status.restarts - r.status.preemptions >= backoff:
+            fail(
+                r,
+                "BackoffLimitExceeded",
+                f"{verdict.message}; stallPolicy Restart, but backoffLimit {backoff} is used up",
+            )
+        elif policy == "Restart":
+            restart_job(
+                r,
+                Decision(
+                    "restart_job",
+                    "StallRestart",
+                    f"{verdict.message}; stallPolicy Restart: restarting the job from the latest checkpoint",
+                ),
+                current,
+            )
+    else:
+        if C.is_true(r.status, stall.STALLED):
+            r.event("Normal", stall.RESUMED, "a new checkpoint was written: no longer stalled")
+        r.clear(stall.STALLED, stall.RESUMED, "")
+        if verdict.recheck_after is not None:
+            r.plan.requeue(verdict.recheck_after)
+
+
+def replica_statuses(r: Reconciliation) -> None:
+    """Counts of the current run's pods as they will be after this plan: pods being deleted (now or
+    by this plan) no longer count, so a finished job shows what is really left."""
+    counts = replica_counts(r.job)
+    going = {a.name for a in r.plan.deletes() if a.kind == "Pod"}
+    pods = [p for p in r.obs.pods if p.restart == r.status.restarts and p.name not in going and not p.deleting]
+    out: dict[str, ReplicaStatus] = {}
+    for role, n in counts.items():
+        if n == 0:
+            continue
+        mine = [p for p in pods if p.role == role]
+        out[role] = ReplicaStatus(
+            active=sum(p.active for p in mine),
+            ready=sum(p.phase == "Running" and p.ready for p in mine),
+            succeeded=sum(p.phase == "Succeeded" for p in mine),
+            failed=sum(p.phase == "Failed" for p in mine),
+            recreated=_recreated(r, role),
+        )
+    r.status.replica_statuses = out  # type: ignore[assignment]
+    running_workers = sum(p.role == "worker" and p.phase == "Running" for p in pods)
+    r.status.workers = f"{running_workers}/{counts['worker']}"  # the Workers printer column, e.g. "2/3"
+
+
+def restart_job(r: Reconciliation, d: Decision, current: dict[str, PodObs]) -> None:
+    st = r.status
+    st.restarts += 1
+    if not d.counted:
+        st.preemptions += 1
+    st.phase = "Restarting"
+    r.plan.job_restarted = True
+    r.set_condition(C.RESTARTING, "True", d.reason, d.message)
+    r.clear(C.RUNNING, d.reason, d.message)
+    r.event("Warning", d.reason, d.message)
+    for pod in current.values():  # now stale (restart label < restarts): replaced once gone
+        r.delete_pod(pod)
+
+
+def _final_checkpoint(r: Reconciliation, chief: PodObs) -> None:
+    """The chief's success summary names its final checkpoint. The progress monitor polls only while
+    the job is Running, so a short run (or the last interval of any run) is only seen here."""
+    final = messages.final_checkpoint(chief.message)
+    known = r.status.checkpoint.step if r.status.checkpoint and r.status.checkpoint.step is not None else -1
+    if final is not None and final.path is not None and final.step > known:
+        r.status.checkpoint = CheckpointStatus(step=final.step, path=final.path, time=chief.finished_at or r.now)
+
+
+def training_done(r: Reconciliation, export_manifest: dict[str, Any] | None) -> None:
+    """One Event for the transition (an Event is an API write: one per job transition, not per step)."""
+    st = r.status
+    r.clear(C.RUNNING, "TrainingSucceeded", "the chief finished training")
+    r.clear(C.RESTARTING, "TrainingSucceeded", "")
+    if export_manifest is not None:
+        export_name = export_manifest["metadata"]["name"]
+        st.phase = "Exporting"
+        st.export = ExportStatus(job_name=export_name)
+        r.set_condition(C.EXPORTING, "True", "ExportStarted", f"export Job {export_name} created")
+        r.event(
+            "Normal",
+            "TrainingSucceeded",
+            f"the chief finished training; exporting the final checkpoint with Job {export_name}",
+        )
+        exporting(r, export_manifest)
+    else:
+        r.event("Normal", "TrainingSucceeded", "the chief finished training; export is disabled")
+        succeed(r, "TrainingSucceeded", "training finished; export is disabled", event=False)
+
+
+def suspend(r: Reconciliation, reason: str, why: str) -> None:
+    """Delete the chief first: on SIGTERM it saves a checkpoint of its last step, which needs the
+    parameter servers; the other pods go once the chief has stopped. An export in progress is
+    stopped too (on resume the chief finds the final checkpoint and the export runs again)."""
+    st = r.status
+    chief_name = names.pod_name(r.job.metadata.name, "chief", 0)
+    chief = r.obs.pod(chief_name)
+    chief_stopping = chief is not None and chief.phase in UNFINISHED
+    for pod in r.obs.pods:
+        if pod.name == chief_name or not chief_stopping:
+            r.delete_pod(pod)
+    if r.obs.export_job is not None and not r.obs.export_job.deleting:
+        r.plan.actions.append(Delete("Job", r.obs.export_job.name, r.obs.export_job.uid))
+    if st.phase != "Suspended" or st.reason != reason:
+        if st.phase != "Suspended":
+            pods = " (deleting the pods)" if any(p.active for p in r.obs.pods) else ""
+            r.event("Warning" if reason == kueue.EVICTED else "Normal", reason, f"{why}{pods}")
+        st.phase = "Suspended"
+        st.start_time = None  # the deadline clock restarts on resume, as for a batch/v1 Job
+        st.reason = reason
+        r.clear(C.RUNNING, reason, "")
+    r.set_condition(C.SUSPENDED, "True", reason, why)
+
+
+def deadline_passed(r: Reconciliation) -> bool:
+    ads = r.job.spec.run_policy.active_deadline_seconds
+    if ads is None or r.status.start_time is None:
+        return False
+    left = (r.status.start_time + timedelta(seconds=ads) - r.now).total_seconds()
+    if left > 0:
+        r.plan.requeue(left)
+        return False
+    if r.obs.export_job is not None and not r.obs.export_job.deleting:
+        r.plan.actions.append(Delete("Job", r.obs.export_job.name, r.obs.export_job.uid))
+    fail(r, "DeadlineExceeded", f"the job ran longer than runPolicy.activeDeadlineSeconds ({ads}s)")
+    return True
