@@ -34,10 +34,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf
 
-from tfps_trainer.config import ExportSettings, JobSettings, Paths
 from tfps_trainer.contract import load
 from tfps_trainer.export import formats, source
 from tfps_trainer.export.pipeline import Timings, export
+from tfps_wire.job_settings import ExportSettings, JobSettings, Paths
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "export"))  # the MobileNetV2 test model

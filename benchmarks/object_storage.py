@@ -37,7 +37,7 @@ from pathlib import Path
 import tensorflow as tf
 from tfps_trainer.export.publish import Publisher, MANIFEST
 from tfps_trainer.export.objects import ObjectPublisher
-from tfps_trainer.export import manifest
+from tfps_wire import export_manifest as manifest
 
 root, mib, repeat = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 n = mib * (1 << 20) // 4 // 8

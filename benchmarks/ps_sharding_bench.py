@@ -40,7 +40,7 @@ def _idle_rss(cluster, n_ps: int) -> list[int]:
 def measure(n_ps: int, vocab: int, steps: int, repeats: int, tmp: Path) -> dict:
     from trainer_cluster import LocalCluster
 
-    from tfps_trainer.config import DEFAULT_STEPS_PER_CLOSURE, PartitionerSettings, Paths
+    from tfps_wire.job_settings import DEFAULT_STEPS_PER_CLOSURE, PartitionerSettings, Paths
 
     settings = tb._settings(
         tmp / f"ps{n_ps}-job",

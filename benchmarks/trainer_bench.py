@@ -10,7 +10,7 @@ chief process per variant, ``repeats`` times in a rotated order (so each variant
 
 - ``tfps_k1``, ``tfps_k<K>``: the real :class:`tfps_trainer.chief.Trainer` (progress, TensorBoard,
   restore, final checkpoint) at ``steps_per_closure`` 1 and at each K of ``--ks``; ``tfps`` is the
-  default (:data:`tfps_trainer.config.DEFAULT_STEPS_PER_CLOSURE`). Timed from after the restore to the
+  default (:data:`tfps_wire.job_settings.DEFAULT_STEPS_PER_CLOSURE`). Timed from after the restore to the
   final checkpoint's save (the final join included), after a warm-up run;
 - ``bare``: the PSS tutorial's loop with ``--k`` steps per closure (``tf.range`` loop in one
   ``tf.function``), same model module, data, loss and optimizer; schedule all, join;
@@ -125,7 +125,7 @@ class Window:
 
 def _loaded(module_name: str | None = None):
     from tfps_trainer import contract
-    from tfps_trainer.config import JobSettings
+    from tfps_wire.job_settings import JobSettings
 
     settings = JobSettings.from_env()
     return settings, contract.load(module_name or settings.model_module), dict(settings.model_args)
@@ -353,7 +353,7 @@ def _median(runs: list[dict], key) -> float:
 def measure_model(name: str, spec: dict, variants: dict[str, str], steps: int, repeats: int, tmp: Path) -> dict:
     from trainer_cluster import LocalCluster
 
-    from tfps_trainer.config import Paths
+    from tfps_wire.job_settings import Paths
 
     settings = _settings(
         tmp / f"{name}-job",
@@ -438,7 +438,7 @@ def _settings(root: Path, **kw):
 def measure_checkpoints(vocabs: list[int], tmp: Path) -> list[dict]:
     from trainer_cluster import LocalCluster
 
-    from tfps_trainer.config import PartitionerSettings
+    from tfps_wire.job_settings import PartitionerSettings
 
     ckpts = []
     for vocab in vocabs:
@@ -508,7 +508,7 @@ def print_model(name: str, m: dict, default_k: int) -> None:
 
 
 def main() -> None:
-    from tfps_trainer.config import DEFAULT_STEPS_PER_CLOSURE
+    from tfps_wire.job_settings import DEFAULT_STEPS_PER_CLOSURE
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3000, help="timed steps per variant (a multiple of every K)")

@@ -146,7 +146,7 @@ pack_layout() {
 # trainer_sources DIR: the files `pip install .` reads (tracked + untracked-but-not-ignored, as they are in
 # the working tree), copied to DIR. The trainer image's key is the hash of exactly these.
 trainer_sources() {
-  (cd "$REPO" && git ls-files -co --exclude-standard -z -- pyproject.toml README.md operator trainer_image \
+  (cd "$REPO" && git ls-files -co --exclude-standard -z -- pyproject.toml README.md operator trainer_image wire \
      | xargs -0 -r sh -c 'for f; do [ -f "$f" ] && printf "%s\0" "$f"; done' sh \
      | tar --null -T - -cf -) | tar -xf - -C "$1"
 }

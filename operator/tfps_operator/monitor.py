@@ -14,7 +14,7 @@ A poll is a timed key in the controller's work queue, queued again every ``monit
 ``status.phase`` is Running; the monitor keeps a small poller (the chief's address, the fields last
 written) per Running job only. An unreachable chief or a bad answer is logged at debug level and counted
 (``tfps_progress_polls_total``); it never ends the poller. Parsing and change detection are pure; the
-answer's schema is :class:`tfps_trainer.progress_report.ProgressReport`.
+answer's schema is :class:`tfps_wire.progress_report.ProgressReport`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 from pydantic import ValidationError
 
-from tfps_trainer.progress_report import read_report
+from tfps_wire.progress_report import read_report
 
 from . import metrics
 from .api.models import CheckpointStatus, PSTrainingJobStatus, TrainingProgress

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tfps_trainer.config import DEFAULT_PROGRESS_PORT
+from tfps_wire.job_settings import DEFAULT_PROGRESS_PORT
 
 DEFAULT_TRAINER_IMAGE = "tfps-trainer:0.1.0"
 """Matches ``trainerImage`` in charts/tfps-operator/values.yaml."""

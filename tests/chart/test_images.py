@@ -272,7 +272,7 @@ import tfps_operator
 for mod in pkgutil.walk_packages(tfps_operator.__path__, "tfps_operator."):
     if not mod.name.startswith(sys.argv[2]) and not mod.name.endswith("__main__"):
         importlib.import_module(mod.name)
-import tfps_trainer.config, tfps_trainer.export.result
+import tfps_wire.job_settings, tfps_wire.export_result
 print("imported", len([m for m in sys.modules if m.startswith("tfps_operator")]))
 """
 

@@ -21,7 +21,7 @@ from .rbac import helm_install
 sys.path.insert(0, str(ROOT / "tests" / "operator"))
 from operator_harness import Cluster, OperatorProcess, job_body
 
-from tfps_trainer.export.result import ArtifactResult, ExportSucceeded, encode
+from tfps_wire.export_result import ArtifactResult, ExportSucceeded, encode
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
 

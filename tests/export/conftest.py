@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tfps_trainer.config import ExportSettings, JobSettings, Paths
-from tfps_trainer.export.result import ExportFailed, ExportSucceeded, parse_message
+from tfps_wire.export_result import ExportFailed, ExportSucceeded, parse_message
+from tfps_wire.job_settings import ExportSettings, JobSettings, Paths
 
 HERE = Path(__file__).parent
 

@@ -7,9 +7,9 @@ import os
 import subprocess
 import sys
 
-from tfps_trainer.config import ExportSettings, JobSettings, Paths
-from tfps_trainer.exitcodes import ExportCode
-from tfps_trainer.export.result import parse_message
+from tfps_wire.exitcodes import ExportCode
+from tfps_wire.export_result import parse_message
+from tfps_wire.job_settings import ExportSettings, JobSettings, Paths
 
 
 def _run(tmp_path, env_extra):

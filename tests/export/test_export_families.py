@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_export, settings
-from tfps_trainer.config import Tolerance
+from tfps_wire.job_settings import Tolerance
 
 pytestmark = pytest.mark.tf
 

@@ -354,7 +354,7 @@ def test_sigterm_mid_export_publishes_nothing_and_leaves_no_staging(tmp_path, te
     # not `from conftest import HERE`: when the whole suite runs, `conftest` is whichever directory's
     # conftest pytest imported last (tests/trainer's), not this one
     HERE = Path(__file__).parent
-    from tfps_trainer.export.result import parse_message
+    from tfps_wire.export_result import parse_message
 
     root = tmp_path / "job"
     step = train_and_checkpoint(root, CUSTOM, {}, steps=5)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tfps_trainer.export.errors import ExportError
-from tfps_trainer.export.manifest import build
 from tfps_trainer.export.publish import MANIFEST, Publisher
-from tfps_trainer.export.safepaths import check_relative, inside
+from tfps_wire.export_manifest import build
+from tfps_wire.export_result import ExportError
+from tfps_wire.safepaths import check_relative, inside
 
 
 def _stage(pub: Publisher, step: int, payload: str = "model") -> Path:

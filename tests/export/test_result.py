@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from tfps_trainer.exitcodes import EXPORT_CODE_BY_REASON, EXPORT_REASON_BY_CODE, ExportCode
-from tfps_trainer.export.result import (
+from tfps_wire.exitcodes import EXPORT_CODE_BY_REASON, EXPORT_REASON_BY_CODE, ExportCode
+from tfps_wire.export_result import (
     ArtifactResult,
     ExportFailed,
     ExportSucceeded,
@@ -17,7 +17,7 @@ from tfps_trainer.export.result import (
     exit_code,
     parse_message,
 )
-from tfps_trainer.termination import MAX_MESSAGE_BYTES, write_termination_log
+from tfps_wire.termination import MAX_MESSAGE_BYTES, write_termination_log
 
 
 def _success(n: int) -> ExportSucceeded:
@@ -76,6 +76,6 @@ def test_unwritable_termination_log_is_skipped(tmp_path):
 
 
 def test_result_module_does_not_import_tensorflow():
-    code = "import sys, tfps_trainer.export.result; print('tensorflow' in sys.modules, 'keras' in sys.modules)"
+    code = "import sys, tfps_wire.export_result; print('tensorflow' in sys.modules, 'keras' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]

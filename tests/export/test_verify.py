@@ -8,7 +8,6 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
-from tfps_trainer.config import ExportSettings, Tolerance  # noqa: E402
 from tfps_trainer.export.artifact import Artifact  # noqa: E402
 from tfps_trainer.export.verify import (  # noqa: E402
     FLOAT_DEFAULTS,
@@ -17,6 +16,7 @@ from tfps_trainer.export.verify import (  # noqa: E402
     output_kind,
     tolerance_for,
 )
+from tfps_wire.job_settings import ExportSettings, Tolerance  # noqa: E402
 
 RNG = np.random.default_rng(0)
 FLOAT_TFLITE = Artifact("tflite", "model.tflite", quantization="none")

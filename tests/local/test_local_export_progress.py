@@ -12,7 +12,7 @@ from tfps_operator.local.export import artifact_rows, notes_lines, run_export
 from tfps_operator.local.progress import PlainDisplay, Status
 from tfps_operator.local.supervisor import LocalJob
 from tfps_operator.manifests.jobsettings import job_settings
-from tfps_trainer.export.result import ArtifactResult, ExportFailed, ExportSucceeded, encode, human_size
+from tfps_wire.export_result import ArtifactResult, ExportFailed, ExportSucceeded, encode, human_size
 
 
 class Events:

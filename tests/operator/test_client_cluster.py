@@ -26,7 +26,7 @@ from tfps_operator.client import (
     WaitTimeout,
     build_job,
 )
-from tfps_trainer.export.result import ArtifactResult, ExportSucceeded, FormatFailure, encode
+from tfps_wire.export_result import ArtifactResult, ExportSucceeded, FormatFailure, encode
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 

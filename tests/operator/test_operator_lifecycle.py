@@ -8,7 +8,7 @@ import time
 import pytest
 from operator_harness import job_body
 
-from tfps_trainer.export.result import (
+from tfps_wire.export_result import (
     ArtifactResult,
     ExportFailed,
     ExportSucceeded,

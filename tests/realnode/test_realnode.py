@@ -560,7 +560,7 @@ def test_network_policy_is_enforced_between_real_pods(operated, realnode, cluste
     import json
 
     from tfps_operator.settings import OPERATOR_POD_LABELS
-    from tfps_trainer.config import DEFAULT_PROGRESS_PORT
+    from tfps_wire.job_settings import DEFAULT_PROGRESS_PORT
 
     kube, op, pv = operated
     pv(names.pvc_name("quickstart"))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tfps_operator.manifests import names
 from tfps_operator.manifests.labels import EXPORT_COMPONENT, base_labels, pod_labels
-from tfps_trainer.config import DEFAULT_PROGRESS_PORT
+from tfps_wire.job_settings import DEFAULT_PROGRESS_PORT
 
 UID = "5e1f0000-0000-4000-8000-00000000beef"
 

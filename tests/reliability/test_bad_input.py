@@ -31,7 +31,7 @@ from tfps_operator.reconcile.machine import invalid_spec, reconcile
 from tfps_operator.reconcile.observed import observe
 from tfps_operator.reconcile.plan import Create, Delete, DeleteOwner
 from tfps_operator.settings import BuildConfig, OperatorSettings
-from tfps_trainer.config import JobSettings
+from tfps_wire.job_settings import JobSettings
 
 from .strategies import mangled_bodies, observed_children, statuses, valid_jobs
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tfps_trainer import exitcodes
+from tfps_wire import exitcodes
 
 from .localrun import Run, job_file, kill, wait_for
 from .mounts import fill, remount, tmpfs

@@ -34,7 +34,7 @@ from typing import Any
 
 from operator_harness import Cluster, OperatorProcess, job_body
 
-from tfps_trainer.export.result import ArtifactResult, ExportFailed, ExportSucceeded, encode
+from tfps_wire.export_result import ArtifactResult, ExportFailed, ExportSucceeded, encode
 
 KWOK_HANDS_OFF = {"metadata": {"annotations": {"kwok.x-k8s.io/status": "custom"}}}
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"

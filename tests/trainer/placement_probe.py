@@ -9,8 +9,8 @@ import sys
 
 from tfps_trainer import contract
 from tfps_trainer.chief import Trainer
-from tfps_trainer.config import JobSettings
 from tfps_trainer.progress import Progress
+from tfps_wire.job_settings import JobSettings
 
 
 def main() -> None:

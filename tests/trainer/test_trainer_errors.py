@@ -12,7 +12,7 @@ import pytest
 from trainer_cluster import make_settings
 
 from tfps_operator.manifests.tfconfig import tf_config_json
-from tfps_trainer import exitcodes
+from tfps_wire import exitcodes
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(120)]
 

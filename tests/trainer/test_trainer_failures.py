@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from trainer_cluster import LocalCluster, checkpoint_steps, checkpoint_tensors, make_settings, stored_step
 
-from tfps_trainer import exitcodes
-from tfps_trainer.config import CheckpointSettings
+from tfps_wire import exitcodes
+from tfps_wire.job_settings import CheckpointSettings
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(300)]
 np = pytest.importorskip("numpy")  # comes with the trainer extra; without it the module is skipped

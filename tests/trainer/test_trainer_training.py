@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from trainer_cluster import LocalCluster, checkpoint_steps, make_settings, scalar_events, stored_step
 
-from tfps_trainer.config import CheckpointSettings
+from tfps_wire.job_settings import CheckpointSettings
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(300)]
 

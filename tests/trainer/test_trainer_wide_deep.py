@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from trainer_cluster import LocalCluster, checkpoint_steps, make_settings
 
-from tfps_trainer.config import PartitionerSettings
+from tfps_wire.job_settings import PartitionerSettings
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(300)]
 np = pytest.importorskip("numpy")  # comes with the trainer extra; without it the module is skipped

@@ -1,7 +1,7 @@
 """Launch real trainer processes (``python -m tfps_trainer``) on 127.0.0.1 for tests and benchmarks.
 
 TF_CONFIG comes from the one builder, :func:`tfps_operator.manifests.tfconfig.tf_config_json`; job
-settings are a real :class:`tfps_trainer.config.JobSettings`.
+settings are a real :class:`tfps_wire.job_settings.JobSettings`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from tfps_operator.local.ports import free_ports
 from tfps_operator.manifests.tfconfig import tf_config_json
-from tfps_trainer.config import JobSettings, Paths
+from tfps_wire.job_settings import JobSettings, Paths
 
 PYTHON = sys.executable
 

@@ -18,7 +18,7 @@ from tfps_operator.client.artifacts import check_export, unpack
 from tfps_operator.client.render import age, describe, get_table, manifest_table
 from tfps_operator.manifests.artifact_reader import READER_LABEL, exports_dir, reader_pod
 from tfps_operator.manifests.labels import JOB_NAME
-from tfps_trainer.export.manifest import digest
+from tfps_wire.export_manifest import digest
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import get_args
 
-from tfps_trainer import exitcodes
-from tfps_trainer.export.result import ExportFailed, PreflightReport, Reason, exit_code
+from tfps_wire import exitcodes
+from tfps_wire.export_result import ExportFailed, PreflightReport, Reason, exit_code
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,9 +30,9 @@ def test_the_same_number_means_different_things_in_the_two_processes():
 
 def test_the_documents_carry_both_tables_as_the_module_writes_them():
     operator_doc = (ROOT / "docs" / "operator.md").read_text()
-    assert exitcodes.markdown_table() in operator_doc, "docs/operator.md: paste tfps_trainer.exitcodes.markdown_table()"
+    assert exitcodes.markdown_table() in operator_doc, "docs/operator.md: paste tfps_wire.exitcodes.markdown_table()"
     assert exitcodes.export_markdown_table() in operator_doc, (
-        "docs/operator.md: paste tfps_trainer.exitcodes.export_markdown_table()"
+        "docs/operator.md: paste tfps_wire.exitcodes.export_markdown_table()"
     )
     assert exitcodes.markdown_table() in (ROOT / "trainer_image" / "README.md").read_text()
     assert (

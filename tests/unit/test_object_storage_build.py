@@ -11,8 +11,8 @@ from tfps_operator.manifests.artifact_reader import exports_dir, reader_pod
 from tfps_operator.manifests.export_job import export_job
 from tfps_operator.manifests.pods import desired_pods
 from tfps_operator.manifests.pvc import storage_claim
-from tfps_trainer.config import JobSettings
-from tfps_trainer.uri import bucket, is_uri, join
+from tfps_wire.job_settings import JobSettings
+from tfps_wire.uri import bucket, is_uri, join
 
 
 def _env(spec: dict) -> dict[str, str]:

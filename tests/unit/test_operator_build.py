@@ -13,7 +13,7 @@ from tfps_operator.manifests.pods import BuildError, desired_pods, trainer_pod
 from tfps_operator.manifests.pvc import storage_claim
 from tfps_operator.manifests.service import headless_service
 from tfps_operator.settings import BuildConfig
-from tfps_trainer.config import DEFAULT_PROGRESS_PORT, DEFAULT_STEPS_PER_CLOSURE, JobSettings
+from tfps_wire.job_settings import DEFAULT_PROGRESS_PORT, DEFAULT_STEPS_PER_CLOSURE, JobSettings
 
 OWNER = {
     "apiVersion": "tfps.dev/v1alpha1",
@@ -309,7 +309,7 @@ def test_operator_never_imports_tensorflow():
 
     code = (
         "import sys, tfps_operator.reconcile.machine, tfps_operator.handlers, tfps_operator.kube; "
-        "from tfps_trainer.export.result import parse_message; "
+        "from tfps_wire.export_result import parse_message; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'tf_keras')]; "
         "sys.exit(f'imported {bad}' if bad else 0)"
     )

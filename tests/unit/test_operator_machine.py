@@ -901,7 +901,7 @@ def test_an_evaluator_failing_over_and_over_fails_the_job_at_its_recreate_limit(
 def test_exit_code_table_kinds_and_the_documented_table():
     from pathlib import Path
 
-    from tfps_trainer import exitcodes
+    from tfps_wire import exitcodes
 
     assert [exitcodes.kind(c) for c in (0, 1, 2, 3, 4, 5, 6, 7, 130, 137, 143, 42, None)] == [
         "success",
@@ -920,7 +920,7 @@ def test_exit_code_table_kinds_and_the_documented_table():
     ]
     docs = Path(__file__).resolve().parents[2] / "docs" / "operator.md"
     assert exitcodes.markdown_table() in docs.read_text(), (
-        "docs/operator.md: paste tfps_trainer.exitcodes.markdown_table()"
+        "docs/operator.md: paste tfps_wire.exitcodes.markdown_table()"
     )
 
 

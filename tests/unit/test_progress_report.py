@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tfps_trainer.progress import CheckpointInfo, Progress
-from tfps_trainer.progress_report import CheckpointReport, ProgressReport, parse_time, read_report
+from tfps_wire.progress_report import CheckpointReport, ProgressReport, parse_time, read_report
 
 CK_TIME = "2026-01-01T11:59:30+00:00"
 
@@ -84,6 +84,6 @@ def test_a_time_without_a_zone_is_utc_and_z_is_accepted():
 
 
 def test_the_schema_module_loads_neither_tensorflow_nor_the_http_server():
-    code = "import sys, tfps_trainer.progress_report; print(sorted({'tensorflow', 'http.server'} & set(sys.modules)))"
+    code = "import sys, tfps_wire.progress_report; print(sorted({'tensorflow', 'http.server'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tfps_operator.reconcile import messages
-from tfps_trainer.export.result import ExportFailed, ExportSucceeded, PreflightReport, encode
-from tfps_trainer.termination import FinalCheckpoint, format_success, termination_line
+from tfps_wire.export_result import ExportFailed, ExportSucceeded, PreflightReport, encode
+from tfps_wire.termination import FinalCheckpoint, format_success, termination_line
 
 SUCCEEDED = ExportSucceeded(step=120, path="exports/120", manifest="exports/120/manifest.json")
 FAILED = ExportFailed(reason="VerificationFailed", message="onnx: max abs error 3e-05 > 1e-05")

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from tfps_trainer.config import DEFAULT_TERMINATION_LOG, TERMINATION_LOG_ENV
 from tfps_trainer.export.errors import error_line
-from tfps_trainer.termination import (
+from tfps_wire.job_settings import DEFAULT_TERMINATION_LOG, TERMINATION_LOG_ENV
+from tfps_wire.termination import (
     MAX_MESSAGE_BYTES,
     TRACEBACK_LINES,
     failure_text,

@@ -9,9 +9,9 @@ import sys
 import textwrap
 import time
 
-from tfps_trainer import exitcodes
 from tfps_trainer.hints import Scanner, find
 from tfps_trainer.logfilter import RateLimiter, shape
+from tfps_wire import exitcodes
 
 UNKNOWN_DEVICE = (
     "2026-12-03 12:00:01.{n:06d}: W tensorflow/core/framework/op_kernel.cc:1839] OP_REQUIRES failed at "

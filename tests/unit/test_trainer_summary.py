@@ -1,6 +1,6 @@
 """The chief's success summary: written by the trainer, read by the operator (TF-free both ways)."""
 
-from tfps_trainer.termination import FinalCheckpoint, format_success, parse_success
+from tfps_wire.termination import FinalCheckpoint, format_success, parse_success
 
 
 def test_summary_round_trips_with_and_without_a_checkpoint():
@@ -23,7 +23,7 @@ def test_summary_is_read_from_the_last_line_and_anything_else_is_not_one():
 
 def test_the_chiefs_termination_line_as_written_is_parsed():
     """The chief writes its summary behind its role (what the operator reads from the pod)."""
-    from tfps_trainer.termination import termination_line
+    from tfps_wire.termination import termination_line
 
     line = termination_line("chief/0", format_success(300, 300, "/tfps/ns/j/checkpoints/ckpt-300"))
     assert line.startswith("tfps-trainer chief/0: ")

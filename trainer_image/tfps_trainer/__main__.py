@@ -1,6 +1,6 @@
 """``python -m tfps_trainer``: the entry point of every trainer pod.
 
-Reads ``TF_CONFIG`` (cluster and task) and ``TFPS_JOB`` (:class:`tfps_trainer.config.JobSettings`
+Reads ``TF_CONFIG`` (cluster and task) and ``TFPS_JOB`` (:class:`tfps_wire.job_settings.JobSettings`
 as JSON) and dispatches by task type: ``ps``/``worker`` serve until SIGTERM, ``chief`` trains,
 ``evaluator`` evaluates checkpoints. Failures end the process with one line on stderr, the same
 line in the termination log and a distinct exit code (:mod:`tfps_trainer.errors`).
@@ -13,11 +13,13 @@ import signal
 import sys
 import threading
 
-from . import exitcodes, logfilter
+from tfps_wire import exitcodes
+from tfps_wire.job_settings import JobSettings, SettingsError
+from tfps_wire.termination import one_line, termination_line, write_termination_log
+
+from . import logfilter
 from .cluster import read_tf_config
-from .config import JobSettings, SettingsError
 from .errors import ConfigError, ContractFailure, InfrastructureError, TrainerError, report_failure
-from .termination import one_line, termination_line, write_termination_log
 
 
 def _quiet_tensorflow() -> None:
@@ -60,7 +62,7 @@ def stop_hopeless_run(role: str, output: logfilter.StderrFilter, grace: float = 
 
 def _check_storage(root: str) -> None:
     """Object storage that cannot be used fails the chief before any training, with the bucket named."""
-    from .storage_check import PERMANENT, StorageProblem, check
+    from tfps_wire.storage_check import PERMANENT, StorageProblem, check
 
     try:
         check(root)

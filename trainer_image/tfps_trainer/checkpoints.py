@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 
 import tensorflow as tf
 
-from .config import CheckpointSettings
+from tfps_wire.job_settings import CheckpointSettings
+
 from .progress import CheckpointInfo
 
 CHECKPOINT_NAME = "ckpt"

@@ -20,15 +20,16 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfps_wire.job_settings import JobSettings
+from tfps_wire.termination import format_success
+from tfps_wire.uri import is_uri
+
 from . import checkpoints, modelio, optimizer_step, sharding, tensorboard_scalars
 from .closures import NUMERICS_TAG, TrainClosures, closure_size
 from .cluster import read_tf_config, wait_for_addresses
-from .config import JobSettings
 from .contract import ModelContract
 from .errors import ContractFailure, InfrastructureError, LostClusterError, NumericsError, PreemptedError, TrainerError
 from .progress import Progress
-from .termination import format_success
-from .uri import is_uri
 
 IN_FLIGHT_PER_WORKER = 32
 """Steps scheduled ahead of the workers, per worker: enough to keep each busy, few enough that a stop

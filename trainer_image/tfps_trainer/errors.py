@@ -1,10 +1,10 @@
 """The exceptions that carry a trainer process's one-line failure reason, and how it is reported.
 
 A failing trainer prints ONE line to stderr (``tfps-trainer <role>: <reason>``) and writes the
-same line to its termination message (:mod:`tfps_trainer.termination`), so the operator can show it
+same line to its termination message (:mod:`tfps_wire.termination`), so the operator can show it
 in the job status. When the failure came from the user's code, its traceback is printed to the log
 first and its last lines go into the termination message above the reason. Exit codes:
-:mod:`tfps_trainer.exitcodes`.
+:mod:`tfps_wire.exitcodes`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import os
 import sys
 import traceback
 
-from . import exitcodes
-from .termination import failure_text, one_line, termination_line, write_termination_log
+from tfps_wire import exitcodes
+from tfps_wire.termination import failure_text, one_line, termination_line, write_termination_log
 
 
 class TrainerError(Exception):

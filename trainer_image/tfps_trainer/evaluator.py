@@ -15,8 +15,9 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfps_wire.job_settings import JobSettings
+
 from . import checkpoints, modelio, tensorboard_scalars
-from .config import JobSettings
 from .contract import ModelContract
 from .progress import Progress
 

@@ -1,6 +1,6 @@
 """The progress endpoint of the chief and the evaluator (TF-free).
 
-``GET /status`` returns the role's :class:`~tfps_trainer.progress_report.ProgressReport` as JSON.
+``GET /status`` returns the role's :class:`~tfps_wire.progress_report.ProgressReport` as JSON.
 ``GET /metrics`` returns the same numbers in Prometheus text format (its own registry, so nothing
 global leaks in). The server binds ``TFPS_PROGRESS_HOST`` (default ``0.0.0.0`` so the operator can
 reach a pod; tests and ``tfps run`` use ``127.0.0.1``) and the job's ``progress_port``, overridable
@@ -20,7 +20,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from .progress_report import STATES, CheckpointReport, ProgressReport, State
+from tfps_wire.progress_report import STATES, CheckpointReport, ProgressReport, State
 
 HOST_ENV = "TFPS_PROGRESS_HOST"
 PORT_ENV = "TFPS_PROGRESS_PORT"

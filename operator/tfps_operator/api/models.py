@@ -19,8 +19,8 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
 
-from tfps_trainer.config import DEFAULT_PROGRESS_PORT, DEFAULT_STEPS_PER_CLOSURE, MAX_STEPS_PER_CLOSURE
-from tfps_trainer.uri import URI_PATTERN
+from tfps_wire.job_settings import DEFAULT_PROGRESS_PORT, DEFAULT_STEPS_PER_CLOSURE, MAX_STEPS_PER_CLOSURE
+from tfps_wire.uri import URI_PATTERN
 
 GROUP = "tfps.dev"
 VERSION = "v1alpha1"

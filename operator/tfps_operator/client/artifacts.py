@@ -16,7 +16,7 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from tfps_trainer.export.manifest import digest
+from tfps_wire.export_manifest import digest
 
 from ..manifests.artifact_reader import exports_dir, reader_pod
 from .errors import ApiError, ChecksumMismatch, ClientError, NoExports, NotFound, WaitTimeout

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from tfps_trainer.export.result import human_size
+from tfps_wire.export_result import human_size
 
 from ..api.models import PSTrainingJob, PSTrainingJobStatus
 from .jobs import Child, JobEvent

@@ -17,8 +17,8 @@ import time
 from collections.abc import Set
 from pathlib import Path
 
-from tfps_trainer.config import SETTINGS_ENV
-from tfps_trainer.export.result import ExportFailed, PreflightReport, human_size, parse_any
+from tfps_wire.export_result import ExportFailed, PreflightReport, human_size, parse_any
+from tfps_wire.job_settings import SETTINGS_ENV
 
 from ..manifests.jobsettings import job_settings
 from .cli import EXIT_FAILED, EXIT_INVALID, InvalidInput, load_job, print_table

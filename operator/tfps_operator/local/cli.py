@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
-from tfps_trainer.config import JobSettings
-from tfps_trainer.storage_check import PERMANENT, StorageProblem
-from tfps_trainer.storage_check import check as check_storage
-from tfps_trainer.uri import is_uri
+from tfps_wire.job_settings import JobSettings
+from tfps_wire.storage_check import PERMANENT, StorageProblem
+from tfps_wire.storage_check import check as check_storage
+from tfps_wire.uri import is_uri
 
 from ..api.models import PSTrainingJob
 from ..api.validate import JobValidationError, validate_job

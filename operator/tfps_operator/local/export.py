@@ -1,7 +1,7 @@
 """The export step of `tfps run`: run ``python -m tfps_trainer.export`` and show what it produced.
 
 The exporter reads the same TFPS_JOB, writes ``<root>/exports/<step>/`` with a manifest, and writes
-its JSON result (``tfps_trainer.export.result``, TF-free) to its termination log. Transient failures
+its JSON result (``tfps_wire.export_result``, TF-free) to its termination log. Transient failures
 are retried up to ``spec.export.backoffLimit`` times.
 """
 
@@ -11,8 +11,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from tfps_trainer.config import SETTINGS_ENV
-from tfps_trainer.export.result import (
+from tfps_wire.export_result import (
     ArtifactResult,
     ExportFailed,
     ExportSucceeded,
@@ -21,7 +20,8 @@ from tfps_trainer.export.result import (
     human_size,
     parse_message,
 )
-from tfps_trainer.uri import is_uri, join
+from tfps_wire.job_settings import SETTINGS_ENV
+from tfps_wire.uri import is_uri, join
 
 from .procs import Child, stop_all
 from .progress import Display

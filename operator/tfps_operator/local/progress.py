@@ -9,7 +9,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
-from tfps_trainer.progress_report import ProgressReport, read_report
+from tfps_wire.progress_report import ProgressReport, read_report
 
 
 @dataclass(frozen=True)

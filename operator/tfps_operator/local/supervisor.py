@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tfps_trainer.config import SETTINGS_ENV, TERMINATION_LOG_ENV, JobSettings
+from tfps_wire.job_settings import SETTINGS_ENV, TERMINATION_LOG_ENV, JobSettings
 
 from ..api.models import PSTrainingJob, Recreation, RestartPolicy, Role, replica_counts
 from ..manifests.tfconfig import tf_config_json

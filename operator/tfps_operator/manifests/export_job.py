@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfps_trainer.config import SETTINGS_ENV
+from tfps_wire.job_settings import SETTINGS_ENV
 
 from ..api.models import PSTrainingJob
 from ..settings import BuildConfig
@@ -19,7 +19,7 @@ def export_job(job: PSTrainingJob, cfg: BuildConfig, preflight: bool = False) ->
     """A ``batch/v1`` Job owned by the PSTrainingJob. It runs with the chief's template overrides
     (labels, annotations, scheduling, pull secrets, extra volumes: it loads the same model code),
     ``spec.export.resources`` and ``spec.export.backoffLimit``. The exporter reports its result as the
-    container's termination message (tfps_trainer.export.result).
+    container's termination message (tfps_wire.export_result).
 
     ``preflight``: the pre-flight Job instead (``--preflight``: fresh weights, nothing published, before
     training), which is not retried: its verdict is deterministic."""

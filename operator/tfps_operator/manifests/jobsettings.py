@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfps_trainer.config import (
+from tfps_wire.job_settings import (
     CheckpointSettings,
     ExportSettings,
     JobSettings,
@@ -11,7 +11,7 @@ from tfps_trainer.config import (
     ScriptSettings,
     Tolerance,
 )
-from tfps_trainer.uri import join
+from tfps_wire.uri import join
 
 from ..api.models import ROLES, PSTrainingJob, replica_counts
 from ..api.models import Tolerance as ApiTolerance

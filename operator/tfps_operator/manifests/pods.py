@@ -10,7 +10,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tfps_trainer.config import SETTINGS_ENV
+from tfps_wire.job_settings import SETTINGS_ENV
 
 from ..api.models import PodSpecOverride, PodTemplateOverride, PSTrainingJob, ResourceRequirements, Role, replica_counts
 from ..settings import BuildConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfps_trainer.export.result import ExportFailed, PreflightReport
+from tfps_wire.export_result import ExportFailed, PreflightReport
 
 from ..api.models import Artifact, ExportStatus, FailedArtifact
 from ..manifests.export_job import export_job

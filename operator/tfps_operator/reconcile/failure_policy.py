@@ -1,6 +1,6 @@
 """What a failed replica means for the job: one rule, used by the operator and by `tfps run`.
 
-The exit code's kind comes from the trainer's table (:mod:`tfps_trainer.exitcodes`):
+The exit code's kind comes from the trainer's table (:mod:`tfps_wire.exitcodes`):
 
 * ``permanent`` (bad arguments, invalid model, numerics): the job fails at once under every policy;
   a restart would repeat the failure.
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from tfps_trainer import exitcodes
+from tfps_wire import exitcodes
 
 from ..api.models import Role
 

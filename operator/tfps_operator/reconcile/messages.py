@@ -2,15 +2,15 @@
 
 Pure, and never raises on a bad message: a message that is missing or is not what its writer sends
 reads as "none" (or a string saying why). The schemas are the writers' own, from ``tfps_trainer``:
-:mod:`tfps_trainer.termination` (the chief's success summary), :mod:`tfps_trainer.export.result`
-(the exporter's result and pre-flight report) and :mod:`tfps_trainer.exitcodes` (the exporter's codes).
+:mod:`tfps_wire.termination` (the chief's success summary), :mod:`tfps_wire.export_result`
+(the exporter's result and pre-flight report) and :mod:`tfps_wire.exitcodes` (the exporter's codes).
 """
 
 from __future__ import annotations
 
-from tfps_trainer.exitcodes import EXPORT_REASON_BY_CODE
-from tfps_trainer.export.result import ExportFailed, ExportSucceeded, PreflightReport, parse_any, parse_message
-from tfps_trainer.termination import FinalCheckpoint, parse_success
+from tfps_wire.exitcodes import EXPORT_REASON_BY_CODE
+from tfps_wire.export_result import ExportFailed, ExportSucceeded, PreflightReport, parse_any, parse_message
+from tfps_wire.termination import FinalCheckpoint, parse_success
 
 OUTPUT_TAIL = 500
 """Characters of a failed exporter's output quoted when it left no result."""

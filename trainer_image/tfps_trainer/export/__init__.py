@@ -2,7 +2,7 @@
 
 Modules, one job each:
     result     the termination-message schema (TF-free; the operator imports it; exit codes:
-               tfps_trainer.exitcodes)
+               tfps_wire.exitcodes)
     errors     ExportError(reason, message)
     safepaths  refusal of paths escaping the job root, ``..`` and symlinks
     source     checkpoint lookup, model restore, real input samples
@@ -12,5 +12,5 @@ Modules, one job each:
     publish    staging directory, fsync, atomic rename, ``latest``
     pipeline   the sequence of the above
 
-This package's ``__init__`` imports nothing so that ``tfps_trainer.export.result`` stays TF-free.
+This package's ``__init__`` imports nothing so that ``tfps_wire.export_result`` stays TF-free.
 """

@@ -21,9 +21,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..termination import write_termination_log
+from tfps_wire.export_result import ExportFailed, FormatFailure, encode, exit_code, parse_any
+from tfps_wire.termination import write_termination_log
+
 from .journal import JOURNAL_ENV, crash_failure, last_begun
-from .result import ExportFailed, FormatFailure, encode, exit_code, parse_any
 from .worker import Result, parser
 
 MAX_ATTEMPTS = 8

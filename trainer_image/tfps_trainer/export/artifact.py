@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import ExportFormat
-from .result import artifact_label as label
+from tfps_wire.export_result import artifact_label as label
+from tfps_wire.job_settings import ExportFormat
 
 SIGNATURE = "serving_default"
 FILE_NAMES = {

@@ -44,8 +44,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tfps_wire.export_result import ExportError
+
 from .artifact import SIGNATURE, Artifact, label
-from .errors import ExportError, error_line
+from .errors import error_line
 
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
 DEFAULT_CALIBRATION_SAMPLES = 512

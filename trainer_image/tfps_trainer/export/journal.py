@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .result import FormatFailure, artifact_label
+from tfps_wire.export_result import FormatFailure, artifact_label
 
 JOURNAL_ENV = "TFPS_EXPORT_JOURNAL"
 

@@ -25,8 +25,9 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from ..uri import join
-from .errors import ExportError
+from tfps_wire.export_result import ExportError
+from tfps_wire.uri import join
+
 from .publish import LATEST_FILE, MANIFEST, manifest_complete
 
 log = logging.getLogger(__name__)

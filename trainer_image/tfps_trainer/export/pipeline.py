@@ -27,14 +27,24 @@ from typing import Any
 
 import numpy as np
 
-from ..config import ExportFormat, ExportSettings, JobSettings, OutputKind
-from ..uri import is_uri
-from . import formats, manifest, report, source, verify
+from tfps_wire import export_manifest as manifest
+from tfps_wire.export_result import (
+    ArtifactResult,
+    ExportError,
+    ExportFailed,
+    ExportSucceeded,
+    FormatFailure,
+    PreflightArtifact,
+    PreflightReport,
+)
+from tfps_wire.job_settings import ExportFormat, ExportSettings, JobSettings, OutputKind
+from tfps_wire.uri import is_uri
+
+from . import formats, report, source, verify
 from .artifact import FILE_NAMES, Artifact, label, tflite_name
-from .errors import CANCELLED, ExportError
+from .errors import CANCELLED
 from .journal import Journal
 from .publish import MANIFEST, Publisher
-from .result import ArtifactResult, ExportFailed, ExportSucceeded, FormatFailure, PreflightArtifact, PreflightReport
 
 log = logging.getLogger("tfps_trainer.export")
 

@@ -20,11 +20,13 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from ..config import JobSettings
+from tfps_wire.export_result import ExportError
+from tfps_wire.job_settings import JobSettings
+
 from ..contract import ModelContract
 from ..script.env import KERAS_FILE, SAMPLES_FILE
 from ..script.follow import checkpoint_step, latest_prefix
-from .errors import ExportError, error_line
+from .errors import error_line
 
 SYNTHETIC_SEED = 0
 SYNTHETIC_INT_HIGH = 10

@@ -40,8 +40,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import ExportError
-from .safepaths import inside, refuse_symlinks
+from tfps_wire.export_result import ExportError
+from tfps_wire.safepaths import inside, refuse_symlinks
 
 MANIFEST = "manifest.json"
 LATEST_LINK = "latest"

@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .result import artifact_label, human_size
+from tfps_wire.export_result import artifact_label, human_size
 
 REPORT = "report.html"
 

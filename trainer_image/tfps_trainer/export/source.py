@@ -10,11 +10,13 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from ..config import JobSettings
+from tfps_wire.export_result import ExportError
+from tfps_wire.job_settings import JobSettings
+from tfps_wire.safepaths import inside
+from tfps_wire.uri import is_uri, join
+
 from ..contract import ContractError, ModelContract, load
-from ..uri import is_uri, join
-from .errors import ExportError, error_line
-from .safepaths import inside
+from .errors import error_line
 
 _CKPT = re.compile(r"^ckpt-(\d+)$")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

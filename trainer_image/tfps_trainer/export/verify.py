@@ -35,9 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from ..config import ExportSettings, OutputKind, Tolerance
+from tfps_wire.export_result import ExportError
+from tfps_wire.job_settings import ExportSettings, OutputKind, Tolerance
+
 from .artifact import SIGNATURE, Artifact
-from .errors import ExportError, error_line
+from .errors import error_line
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,10 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from ..config import JobSettings, SettingsError
-from .errors import CANCELLED, ExportError
-from .result import ExportFailed, ExportSucceeded, FormatFailure, PreflightReport
+from tfps_wire.export_result import ExportError, ExportFailed, ExportSucceeded, FormatFailure, PreflightReport
+from tfps_wire.job_settings import JobSettings, SettingsError
+
+from .errors import CANCELLED
 
 Result = ExportSucceeded | ExportFailed | PreflightReport
 

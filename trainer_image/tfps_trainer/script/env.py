@@ -23,7 +23,7 @@ import os
 import re
 from pathlib import PurePosixPath
 
-from ..config import JobSettings
+from tfps_wire.job_settings import JobSettings
 
 JOB_DIR_ENV = "TFPS_JOB_DIR"
 CHECKPOINT_DIR_ENV = "TFPS_CHECKPOINT_DIR"

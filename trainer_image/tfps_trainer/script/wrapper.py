@@ -18,11 +18,12 @@ import threading
 import time
 from typing import Any
 
-from .. import exitcodes
+from tfps_wire import exitcodes
+from tfps_wire.job_settings import JobSettings
+from tfps_wire.termination import format_success, termination_line, write_termination_log
+
 from ..cluster import TaskConfig
-from ..config import JobSettings
 from ..errors import TrainerError, report_failure
-from ..termination import format_success, termination_line, write_termination_log
 from .env import expand, program_env
 from .follow import CheckpointFollower
 from .report import read_report
@@ -35,7 +36,7 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 def program_exit_code(returncode: int, terminated: bool = False) -> int:
     """The exit code this replica reports for the program's ``returncode`` (Popen's): its own code, or
     128 + N when it was killed by signal N, as a container runtime reports it; read through
-    :mod:`tfps_trainer.exitcodes` like the trainer's own. A program that failed after this replica was
+    :mod:`tfps_wire.exitcodes` like the trainer's own. A program that failed after this replica was
     sent SIGTERM (preemption, drain, suspend, deletion) reports ``PREEMPTED``: the stop was no fault of
     the job, whatever the program made of the signal."""
     if terminated and returncode != 0:

@@ -4,9 +4,9 @@ TF-free and Kubernetes-free: the operator imports this module to parse what the 
 
 Transport
     On exit, ``python -m tfps_trainer.export`` writes ONE compact JSON object (no newline inside,
-    always < :data:`~tfps_trainer.termination.MAX_MESSAGE_BYTES` bytes, Kubernetes truncates
+    always < :data:`~tfps_wire.termination.MAX_MESSAGE_BYTES` bytes, Kubernetes truncates
     termination messages at 4096) to its termination log
-    (:func:`tfps_trainer.termination.write_termination_log`), and the same line to stdout as its last
+    (:func:`tfps_wire.termination.write_termination_log`), and the same line to stdout as its last
     line.
 
 Every requested format has an outcome: it passed (an ``artifacts`` entry, published) or it failed
@@ -25,13 +25,13 @@ Success (exit code 0: every required format passed; optional ones may be in ``fa
     verification. ``artifacts`` is dropped (``truncated: true``) only if the message would not fit
     in 4096 bytes; ``manifest.json`` always has everything.
 
-Failure (exit code from :class:`tfps_trainer.exitcodes.ExportCode`, never 0)::
+Failure (exit code from :class:`tfps_wire.exitcodes.ExportCode`, never 0)::
 
     {"ok": false, "reason": "VerificationFailed", "message": "onnx: max abs error 3e-05 > ...",
      "step": 120, "path": "exports/120", "artifacts": [...], "failed": [...]}
 
     ``reason`` is one of :data:`Reason`; each reason has its own exit code
-    (:data:`tfps_trainer.exitcodes.EXPORT_TABLE`, which says what each means), so the operator can
+    (:data:`tfps_wire.exitcodes.EXPORT_TABLE`, which says what each means), so the operator can
     still name the failure when the termination message is missing. Exit codes not in the table
     (e.g. 137 when killed) mean the exporter died without reporting. When a required format
     failed but others passed, those were still published: ``path`` and ``artifacts`` say where
@@ -45,7 +45,7 @@ fails) writes a :class:`PreflightReport`::
 
 Readers: the operator (:mod:`tfps_operator.reconcile.messages`) and ``tfps run``::
 
-    from tfps_trainer.export.result import parse_message
+    from .export_result import parse_message
     result = parse_message(container.state.terminated.message)   # ExportSucceeded | ExportFailed
 """
 
@@ -56,8 +56,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
 
-from ..exitcodes import EXPORT_CODE_BY_REASON, ExportCode
-from ..termination import MAX_MESSAGE_BYTES
+from .exitcodes import EXPORT_CODE_BY_REASON, ExportCode
+from .termination import MAX_MESSAGE_BYTES
 
 ArtifactFormat = Literal["savedmodel", "tflite", "onnx", "keras", "weights"]
 
@@ -73,7 +73,7 @@ Reason = Literal[
     "Interrupted",
     "InternalError",
 ]
-"""Why an export failed: the names of the failing codes of :data:`tfps_trainer.exitcodes.EXPORT_TABLE`
+"""Why an export failed: the names of the failing codes of :data:`tfps_wire.exitcodes.EXPORT_TABLE`
 (which says what each means)."""
 
 
@@ -240,3 +240,19 @@ def exit_code(result: ExportSucceeded | ExportFailed | PreflightReport) -> int:
         first = next((f for f in result.failed if f.label in result.required_failed), None)
         return EXPORT_CODE_BY_REASON[first.reason] if first else int(ExportCode.VERIFICATION_FAILED)
     return int(ExportCode.OK) if result.ok else EXPORT_CODE_BY_REASON[result.reason]
+
+
+class ExportError(Exception):
+    """Export failed for ``reason``; ``message`` names the component, the value and the limit."""
+
+    def __init__(self, reason: Reason, message: str) -> None:
+        super().__init__(message)
+        self.reason: Reason = reason
+        self.message = message
+
+    @property
+    def exit_code(self) -> int:
+        return EXPORT_CODE_BY_REASON[self.reason]
+
+    def to_result(self) -> ExportFailed:
+        return ExportFailed(reason=self.reason, message=self.message)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePosixPath
 
-from .errors import ExportError
+from .export_result import ExportError
 
 
 def check_relative(rel: str, what: str) -> str:

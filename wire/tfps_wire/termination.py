@@ -9,7 +9,7 @@ The trainer's message is text whose last line is ``tfps-trainer <role>/<index>: 
 it (:func:`failure_text`). On success the chief's summary names its final checkpoint
 (:class:`FinalCheckpoint`), which the operator reads into ``status.checkpoint`` because the chief's
 progress endpoint is gone once it has exited. The exporter's message is one JSON line
-(:mod:`tfps_trainer.export.result`).
+(:mod:`tfps_wire.export_result`).
 
 TF-free: the operator and ``tfps run`` import it.
 """
@@ -21,7 +21,7 @@ import re
 
 from pydantic.dataclasses import dataclass
 
-from .config import DEFAULT_TERMINATION_LOG, TERMINATION_LOG_ENV
+from .job_settings import DEFAULT_TERMINATION_LOG, TERMINATION_LOG_ENV
 
 MAX_MESSAGE_BYTES = 4096
 """Kubernetes keeps at most 4096 bytes of a termination message."""
