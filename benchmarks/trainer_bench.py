@@ -143,7 +143,7 @@ def _coordinated():
 
 def chief_tfps(steps: int, k: int) -> dict:
     from tfps_trainer.chief import Trainer
-    from tfps_trainer.progress import Progress
+    from tfps_trainer.status_server import Progress
 
     settings, c, _ = _loaded()
     settings = settings.model_copy(update={"steps_per_closure": k})
@@ -304,7 +304,7 @@ def single(steps: int, k: int) -> dict:
 
 def chief_checkpoint(vocabs: list[int]) -> dict:
     from tfps_trainer.chief import Trainer
-    from tfps_trainer.progress import Progress
+    from tfps_trainer.status_server import Progress
 
     settings, c, _ = _loaded()
     trainer = Trainer(settings, c, Progress("chief", settings.steps))

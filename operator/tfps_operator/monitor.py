@@ -1,7 +1,7 @@
 """The progress monitor: pull a Running job's chief progress into ``status.checkpoint`` and ``status.progress``.
 
 Trainer pods hold no API credentials, so the operator pulls: every ``monitor_seconds`` it GETs
-``http://<chief pod IP>:<progress port>/status`` (the chief's :mod:`tfps_trainer.progress` endpoint,
+``http://<chief pod IP>:<progress port>/status`` (the chief's :mod:`tfps_trainer.status_server` endpoint,
 admitted from the operator's pods by the job's NetworkPolicy; the IP from the operator's pod index, the
 job from the daemon's live body: the API server is only written to) with a short timeout, and
 merge-patches the two fields it writes through the status subresource, only when they changed.

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from support.chromium import dump_dom, png_ink, screenshot
-from tfps_trainer.export import report
+from tfps_trainer.export import report_html as report
 from tfps_wire import export_manifest as manifest_mod
 from tfps_wire.export_result import human_size
 

@@ -174,7 +174,7 @@ def test_lost_port_race_restarts_on_fresh_ports(tmp_path, monkeypatch):
 
     from tfps_operator.local import supervisor as sup
     from tfps_operator.local.cli import load_job
-    from tfps_operator.local.progress import PlainDisplay
+    from tfps_operator.local.progress_display import PlainDisplay
     from tfps_operator.manifests.jobsettings import job_settings
 
     taken = socket.socket()

@@ -19,7 +19,7 @@ import pytest
 
 from tfps_operator.api.models import PSTrainingJob
 from tfps_operator.local import supervisor as sup
-from tfps_operator.local.progress import Status
+from tfps_operator.local.progress_display import Status
 from tfps_operator.local.supervisor import LocalJob, Supervisor, Task
 from tfps_operator.manifests.jobsettings import job_settings
 

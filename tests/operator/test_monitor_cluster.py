@@ -14,7 +14,7 @@ import time
 import pytest
 from operator_harness import free_port, job_body
 
-from tfps_trainer.progress import CheckpointInfo, Progress, ProgressServer, now_iso
+from tfps_trainer.status_server import CheckpointInfo, Progress, ProgressServer, now_iso
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 

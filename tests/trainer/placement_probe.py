@@ -9,7 +9,7 @@ import sys
 
 from tfps_trainer import contract
 from tfps_trainer.chief import Trainer
-from tfps_trainer.progress import Progress
+from tfps_trainer.status_server import Progress
 from tfps_wire.job_settings import JobSettings
 
 

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tfps_trainer.progress import CheckpointInfo, Progress, serve
+from tfps_trainer.status_server import CheckpointInfo, Progress, serve
 
 
 def _get(port: int, path: str) -> tuple[int, str, bytes]:

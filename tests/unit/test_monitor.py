@@ -13,7 +13,7 @@ from tfps_operator.api.models import CheckpointStatus, PSTrainingJobStatus, Trai
 from tfps_operator.monitor import ProgressMonitor, Report, chief_address, owned_status, parse_report, status_changes
 from tfps_operator.reconcile.observed import pod_obs
 from tfps_operator.settings import BuildConfig, OperatorSettings
-from tfps_trainer.progress import CheckpointInfo, Progress, ProgressServer
+from tfps_trainer.status_server import CheckpointInfo, Progress, ProgressServer
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 CK_TIME = "2026-01-01T11:59:30+00:00"

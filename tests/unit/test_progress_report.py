@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tfps_trainer.progress import CheckpointInfo, Progress
+from tfps_trainer.status_server import CheckpointInfo, Progress
 from tfps_wire.progress_report import CheckpointReport, ProgressReport, parse_time, read_report
 
 CK_TIME = "2026-01-01T11:59:30+00:00"

@@ -14,7 +14,7 @@ from tfps_operator.manifests.export_job import export_job
 from tfps_operator.manifests.pods import BuildError, trainer_pod
 from tfps_trainer.script.env import expand, program_env
 from tfps_trainer.script.follow import latest_prefix, step_key
-from tfps_trainer.script.report import read_report, report
+from tfps_trainer.script.progress_file import read_report, report
 from tfps_trainer.script.wrapper import describe_exit, program_exit_code
 from tfps_wire.job_settings import JobSettings, Paths
 

@@ -104,7 +104,7 @@ def main() -> int:
         # outside strategy.scope()) interrupts the main thread, which then fails as the model's fault.
         output = stderr_filter = logfilter.StderrFilter(on_fatal=lambda: stop_hopeless_run(role, stderr_filter))
         from . import contract as contract_mod
-        from . import progress as progress_mod
+        from . import status_server as progress_mod
 
         try:
             contract = contract_mod.load(settings.model_module)

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from tfps_wire.job_settings import CheckpointSettings
 
-from .progress import CheckpointInfo
+from .status_server import CheckpointInfo
 
 CHECKPOINT_NAME = "ckpt"
 

@@ -29,7 +29,7 @@ from .closures import NUMERICS_TAG, TrainClosures, closure_size
 from .cluster import read_tf_config, wait_for_addresses
 from .contract import ModelContract
 from .errors import ContractFailure, InfrastructureError, LostClusterError, NumericsError, PreemptedError, TrainerError
-from .progress import Progress
+from .status_server import Progress
 
 IN_FLIGHT_PER_WORKER = 32
 """Steps scheduled ahead of the workers, per worker: enough to keep each busy, few enough that a stop

@@ -19,7 +19,7 @@ from tfps_wire.job_settings import JobSettings
 
 from . import checkpoints, modelio, tensorboard_scalars
 from .contract import ModelContract
-from .progress import Progress
+from .status_server import Progress
 
 POLL_SECONDS = 1.0
 

@@ -1,6 +1,6 @@
 """What a trainer role's progress endpoint answers on ``GET /status``: one model, TF-free.
 
-Written by :mod:`tfps_trainer.progress` (the chief and the evaluator), read by the operator's progress
+Written by :mod:`tfps_trainer.status_server` (the chief and the evaluator), read by the operator's progress
 monitor and by ``tfps run``. On the wire::
 
     {"role": "chief", "job": "mnist", "state": "running" | "succeeded" | "failed", "message": str,

@@ -27,7 +27,7 @@ from ..api.models import PSTrainingJob
 from ..api.validate import JobValidationError, validate_job
 from ..manifests.jobsettings import job_settings
 from .export import ExportOutcome, artifact_rows, notes_lines, run_export
-from .progress import Display, Status, make_display
+from .progress_display import Display, Status, make_display
 from .supervisor import LocalJob, Supervisor
 
 DEFAULT_WORKDIR = "tfps-work"

@@ -24,7 +24,7 @@ from tfps_wire.job_settings import SETTINGS_ENV
 from tfps_wire.uri import is_uri, join
 
 from .procs import Child, stop_all
-from .progress import Display
+from .progress_display import Display
 from .supervisor import LocalJob
 
 RETRYABLE = {"PublishFailed", "InternalError", "Interrupted"}

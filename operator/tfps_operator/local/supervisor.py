@@ -24,7 +24,7 @@ from ..reconcile import crashloop
 from ..reconcile.failure_policy import on_failure
 from .ports import HOST, free_ports, looks_like_port_in_use
 from .procs import Child, stop_all
-from .progress import Display, Status, fetch_status
+from .progress_display import Display, Status, fetch_status
 
 START_ORDER: tuple[Role, ...] = ("ps", "worker", "evaluator", "chief")
 """Servers first, the chief (which connects to them) last. Failures are also examined in this order

@@ -24,7 +24,7 @@ STORAGE_VOLUME = "storage"
 TMP_VOLUME = "tmp"
 TRAINER_COMMAND = ["python", "-m", "tfps_trainer"]
 PROGRESS_ROLES: tuple[Role, ...] = ("chief", "evaluator")
-"""Roles that serve the progress endpoint (tfps_trainer.progress)."""
+"""Roles that serve the progress endpoint (tfps_trainer.status_server)."""
 RESERVED_ENV_PREFIX = "TFPS_"
 RESERVED_ENV = ("TF_CONFIG", "HOME")
 

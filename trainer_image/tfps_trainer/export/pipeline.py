@@ -40,7 +40,7 @@ from tfps_wire.export_result import (
 from tfps_wire.job_settings import ExportFormat, ExportSettings, JobSettings, OutputKind
 from tfps_wire.uri import is_uri
 
-from . import formats, report, source, verify
+from . import formats, report_html, source, verify
 from .artifact import FILE_NAMES, Artifact, label, tflite_name
 from .errors import CANCELLED
 from .journal import Journal
@@ -397,7 +397,7 @@ def _write_report(stage: Path, doc: dict[str, Any]) -> None:
     """``report.html`` beside the manifest (published with it). A convenience: if it cannot be rendered
     the export still publishes, with a warning in the log."""
     try:
-        report.write(stage / report.REPORT, doc)
+        report_html.write(stage / report_html.REPORT, doc)
     except Exception:
         log.warning("report.html could not be written", exc_info=True)
 

@@ -12,6 +12,6 @@ A program may report progress directly (optional; TF-free)::
     report(step=step, loss=float(loss))
 """
 
-from .report import report
+from .progress_file import report
 
 __all__ = ["report"]

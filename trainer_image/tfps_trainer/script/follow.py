@@ -13,7 +13,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..progress import CheckpointInfo
+from ..status_server import CheckpointInfo
 
 STATE_FILE = "checkpoint"
 _LATEST = re.compile(r'^model_checkpoint_path:\s*"((?:[^"\\]|\\.)*)"\s*$', re.M)

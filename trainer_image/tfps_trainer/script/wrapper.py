@@ -26,7 +26,7 @@ from ..cluster import TaskConfig
 from ..errors import TrainerError, report_failure
 from .env import expand, program_env
 from .follow import CheckpointFollower
-from .report import read_report
+from .progress_file import read_report
 
 TAIL_LINES = 20
 POLL_SECONDS = 1.0
@@ -141,7 +141,7 @@ def run(task: TaskConfig, settings: JobSettings) -> int:
             pass  # a read-only or missing volume: the program reports it in its own words
     progress = server = watch = None
     if task.task_type == "chief":
-        from .. import progress as progress_mod
+        from .. import status_server as progress_mod
 
         progress = progress_mod.Progress(role="chief", target_steps=settings.steps or 0, job=settings.job_name)
         server = progress_mod.serve(progress, settings.progress_port)
