@@ -39,7 +39,11 @@ def _parser() -> argparse.ArgumentParser:
     op.add_argument(
         "--metrics-port", type=int, default=None, help="Prometheus metrics port (env TFPS_METRICS_PORT, default 9090)"
     )
-    op.add_argument("--peering", default=None, help="Kopf peering name for leader election (env TFPS_PEERING)")
+    op.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="elect a leader among replicas on a Lease; only the leader acts (env TFPS_LEADER_ELECTION=true)",
+    )
     op.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     op.add_argument("--verbose", "-v", action="store_true")
 

@@ -173,10 +173,18 @@ class Controller:
         )
         self._passes: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self.active = asyncio.Event()
-        """Set while this replica may act; cleared while peering pauses it (then the workers stop
-        taking keys, and the queue keeps them for when it resumes)."""
-        if settings.peering is None:
+        """Set while this replica may act: always without leader election, else while it leads (then the
+        workers stop taking keys when it stops, and the queue keeps them for when it leads again)."""
+        if not settings.leader_election:
             self.active.set()
+
+    def lead(self, leading: bool) -> None:
+        """The elector's verdict. A follower's queue keeps every key its watches brought (its workers
+        wait), so a new leader starts on every job at once."""
+        if leading:
+            self.active.set()
+        else:
+            self.active.clear()
 
     def _pass_slot(self) -> asyncio.Semaphore:
         """At most ``max_concurrent_passes`` jobs reconcile at once (the pool's size; also a bound for

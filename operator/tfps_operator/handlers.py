@@ -1,10 +1,12 @@
 """Kopf registrations, nothing else: every rule lives in :mod:`tfps_operator.reconcile`.
 
-Kopf logs in, runs peering, serves the liveness probe and watches the PSTrainingJobs: a read-only
-event handler hands every job body to the controller (:class:`~tfps_operator.controller.Controller`),
-which queues it. The controller's children are watched by its own lean informers
-(:mod:`tfps_operator.kube.informer`), started here with the pool of workers that drains the queue.
-No handler needs a finalizer, so Kopf adds none (and removes the one an older operator left).
+Kopf logs in, serves the liveness probe and watches the PSTrainingJobs: a read-only event handler hands
+every job body to the controller (:class:`~tfps_operator.controller.Controller`), which queues it. Kopf
+adds no finalizer (none is needed) and posts no Events; its one write is removing the finalizer an older
+operator left on a job, harmless from two replicas. Every other write goes through the operator's own
+client and its write gate. The controller's children are watched by its own lean
+informers (:mod:`tfps_operator.kube.informer`), started here with the pool of workers that drains the
+queue, and, with leader election, the :class:`~tfps_operator.elector.Elector` that says when it may act.
 
 Kopf's own bookkeeping uses the ``tfps.dev`` prefix. ``memo.settings`` (an
 :class:`~tfps_operator.settings.OperatorSettings`) is provided by the runner.
@@ -14,14 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable
 from typing import Any
 
 import kopf
 
+from . import metrics
 from .api.models import GROUP, PLURAL, VERSION
 from .controller import Controller
+from .elector import Elector
 from .kube.client import Kube
 from .kube.informer import Informer
 from .kube.watched import Views, child_ref
@@ -54,23 +57,6 @@ def informers(kube: Kube, controller: Controller, namespaces: tuple[str, ...], g
     )
 
 
-class _PeeringState(logging.Handler):
-    """Follows Kopf's peering verdicts (it exposes no hook for them, only these log lines) and
-    pauses or resumes the controller's workers with them: a replica starts paused and acts only once
-    Kopf resumes it, like Kopf's own handlers."""
-
-    def __init__(self, controller: Controller):
-        super().__init__(logging.INFO)
-        self.controller = controller
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if message.startswith(("Pausing operations", "Pausing all operators")):
-            self.controller.active.clear()
-        elif message.startswith("Resuming operations"):
-            self.controller.active.set()
-
-
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     ours = memo.settings
@@ -79,25 +65,27 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: ko
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=PREFIX, key="last-handled-configuration"
     )
-    settings.posting.level = logging.WARNING
+    settings.posting.enabled = False  # Kopf's own Events would bypass the write gate; errors are logged
     settings.watching.server_timeout = 300
     # Kopf keeps a task per job while events about it keep coming, and for idle_timeout after; the
     # handler only hands the body over, so a job's task has no reason to outlive its burst.
     settings.batching.idle_timeout = 0.5
-    settings.peering.lifetime = ours.peering_lifetime
     kube = await Kube.connect(
         lambda: credentials(settings, memo),
         timeout=ours.api_timeout_seconds,
         connect_timeout=ours.api_connect_timeout_seconds,
         max_connections=ours.api_max_connections,
+        instance=ours.identity,
     )
     controller = memo.controller = Controller(kube, ours)
     controller.monitor = ProgressMonitor(kube, ours)
-    if ours.peering is not None:
-        peering_log = logging.getLogger("kopf._core.engines.peering")
-        peering_log.addHandler(_PeeringState(controller))
-        if peering_log.getEffectiveLevel() > logging.INFO:
-            peering_log.setLevel(logging.INFO)
+    elector = None
+    metrics.LEADER.set(0 if ours.leader_election else 1)
+    if ours.leader_election:
+        elector = memo.elector = Elector(
+            kube, ours.lease_namespace, ours.lease_name, ours.identity, ours.lease_timings, controller.lead
+        )
+        kube.write_gate = elector.may_write
     views = controller.views = informers(
         kube, controller, ours.namespaces, podgroup.gang_enabled(ours.build), wlm.kueue_enabled(ours.build)
     )
@@ -110,6 +98,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: ko
     assert all(isinstance(w, Informer) for w in watched)
     memo.tasks = [asyncio.create_task(w.run()) for w in watched if isinstance(w, Informer)]
     memo.tasks.append(asyncio.create_task(controller.work([w.synced for w in watched if isinstance(w, Informer)])))
+    if elector is not None:
+        memo.tasks.append(asyncio.create_task(elector.run()))
     logger.info("tfps operator ready (namespaces: %s)", ", ".join(ours.namespaces) or "all")
 
 
@@ -129,6 +119,9 @@ kopf.on.login(id="login")(credentials)
 
 @kopf.on.cleanup()
 async def close(memo: kopf.Memo, **_: Any) -> None:
+    elector = getattr(memo, "elector", None)
+    if elector is not None:
+        await elector.release()
     for task in getattr(memo, "tasks", ()):
         task.cancel()
     for task in getattr(memo, "tasks", ()):

@@ -22,6 +22,13 @@ RECONCILE_SECONDS = Histogram(
 POD_RESTARTS = Counter("tfps_pod_restarts_total", "Trainer pods recreated after a failure or loss", ["role"])
 JOB_RESTARTS = Counter("tfps_job_restarts_total", "Whole-job restarts (chief or PS failed)")
 API_ERRORS = Counter("tfps_api_errors_total", "Requests the API server refused or failed", ["verb", "code"])
+LEADER = Gauge("tfps_operator_leader", "1 while this replica holds the leader Lease (always 1 without leader election)")
+LEADER_CHANGES = Counter(
+    "tfps_operator_leader_changes_total", "Times this replica became leader or stopped leading", ["to"]
+)
+WRITES_REFUSED = Counter(
+    "tfps_operator_writes_refused_total", "Writes not sent because this replica's leadership had lapsed"
+)
 PROGRESS_POLLS = Counter(
     "tfps_progress_polls_total",
     "Polls of a Running job's chief progress endpoint by the progress monitor, by result "

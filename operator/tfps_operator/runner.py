@@ -1,21 +1,16 @@
 """`tfps operator`: configure logging, metrics and Kopf, then run the handlers until SIGTERM.
 
-Leader election: with ``--peering NAME`` (env ``TFPS_PEERING``) Kopf peering is used: every replica
-registers in the KopfPeering (per namespace) or ClusterKopfPeering (all namespaces) object NAME and
-only the one with the highest priority acts; the others pause, and take over when its heartbeat
-stops. The priority is ``TFPS_PEERING_PRIORITY`` or a random number, so two replicas never share it
-(Kopf pauses *all* operators of equal priority). The peering CRDs must be installed
-(``python -m tfps_operator.peering | kubectl apply -f -``). Without ``--peering`` the operator runs
-standalone: run exactly one replica.
+Leader election: with ``--leader-elect`` (env ``TFPS_LEADER_ELECTION=true``) every replica competes for
+the Lease ``TFPS_LEASE_NAME`` (default ``tfps-operator``) in the operator's namespace, and only the
+holder acts (:mod:`tfps_operator.elector`). Without it the operator acts at once: run exactly one replica.
+Kopf always runs standalone: it logs in, watches the jobs and serves the liveness probe.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
-import secrets
 from typing import Any
 
 import kopf
@@ -50,9 +45,7 @@ def kopf_kwargs(s: OperatorSettings) -> dict[str, Any]:
     return {
         "clusterwide": not s.namespaces,
         "namespaces": list(s.namespaces),
-        "standalone": s.peering is None,
-        "peering_name": s.peering,
-        "priority": s.peering_priority,
+        "standalone": True,
         "liveness_endpoint": f"http://{s.bind_address}:{s.health_port}/healthz",
         "memo": kopf.Memo(settings=s),
     }
@@ -63,8 +56,6 @@ def main(args: Any) -> int:
         s = from_args(args)
     except ValueError as exc:
         raise SystemExit(f"tfps operator: {exc}") from None
-    if s.peering and s.peering_priority is None:
-        s = dataclasses.replace(s, peering_priority=secrets.randbelow(2**31 - 2) + 1)
     if s.kubeconfig:
         os.environ["KUBECONFIG"] = s.kubeconfig  # Kopf's own login reads it
     _configure_logging(s)
@@ -72,9 +63,9 @@ def main(args: Any) -> int:
     from . import handlers  # noqa: F401 - registers the handlers
 
     log.info(
-        "starting: namespaces=%s peering=%s health=%s:%d metrics=%s:%d",
+        "starting: namespaces=%s leader election=%s health=%s:%d metrics=%s:%d",
         list(s.namespaces) or "all",
-        s.peering or "standalone",
+        f"Lease {s.lease_namespace}/{s.lease_name} as {s.identity}" if s.leader_election else "off",
         s.bind_address,
         s.health_port,
         s.bind_address,

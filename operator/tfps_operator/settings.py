@@ -7,11 +7,15 @@
 from __future__ import annotations
 
 import os
+import secrets
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tfps_wire.job_settings import DEFAULT_PROGRESS_PORT
+
+from .reconcile.leadership import Timings
 
 DEFAULT_TRAINER_IMAGE = "tfps-trainer:0.1.0"
 """Matches ``trainerImage`` in charts/tfps-operator/values.yaml."""
@@ -69,10 +73,16 @@ class OperatorSettings:
     metrics_port: int = 9090
     bind_address: str = "127.0.0.1"
     """Address of the health and metrics servers: 0.0.0.0 in a pod, loopback elsewhere."""
-    peering: str | None = None
-    peering_priority: int | None = None
-    peering_lifetime: int = 60
-    """Seconds a silent peer is still considered alive (and keeps the others paused)."""
+    leader_election: bool = False
+    """Replicas elect a leader on a Lease (:mod:`tfps_operator.elector`); only the leader acts. Off: run
+    exactly one replica."""
+    lease_name: str = "tfps-operator"
+    lease_namespace: str = "default"
+    """Where the leader Lease lives: the operator's own namespace (``TFPS_OPERATOR_NAMESPACE``)."""
+    identity: str = ""
+    """This replica in the Lease, the User-Agent and Events: ``POD_NAME`` (or the host name) and a random
+    suffix, so that a restarted replica is a new candidate (client-go does the same)."""
+    lease_timings: Timings = field(default_factory=Timings)
     kubeconfig: str | None = None
     verbose: bool = False
     resync_seconds: float = 60.0
@@ -121,6 +131,13 @@ def _named_labels(name: str, raw: str) -> dict[str, str]:
         return _labels(raw)
     except ValueError as e:
         raise ValueError(f"{name}: {e}") from None
+
+
+def _flag(name: str, env: Mapping[str, str]) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw not in ("", "0", "1", "true", "false"):
+        raise ValueError(f"{name}: must be true or false, not {raw!r}")
+    return raw in ("1", "true")
 
 
 def _positive(name: str, raw: Any) -> float:
@@ -176,16 +193,24 @@ def from_args(args: Any, environ: Mapping[str, str] | None = None) -> OperatorSe
     log_format = _first(getattr(args, "log_format", None), env.get("TFPS_LOG_FORMAT"), "plain")
     if log_format not in ("plain", "json"):
         raise ValueError(f"TFPS_LOG_FORMAT: must be plain or json, not {log_format!r}")
-    priority = env.get("TFPS_PEERING_PRIORITY")
+    timings = Timings(
+        lease_duration=_positive("TFPS_LEASE_DURATION_SECONDS", env.get("TFPS_LEASE_DURATION_SECONDS", 15)),
+        renew_deadline=_positive("TFPS_RENEW_DEADLINE_SECONDS", env.get("TFPS_RENEW_DEADLINE_SECONDS", 10)),
+        retry_period=_positive("TFPS_RETRY_PERIOD_SECONDS", env.get("TFPS_RETRY_PERIOD_SECONDS", 2)),
+    )
+    timings.check()
+    elect = bool(getattr(args, "leader_elect", False)) or _flag("TFPS_LEADER_ELECTION", env)
     return OperatorSettings(
         namespaces=namespaces,
         log_format=log_format,
         health_port=int(_first(getattr(args, "health_port", None), env.get("TFPS_HEALTH_PORT"), 8080)),
         metrics_port=int(_first(getattr(args, "metrics_port", None), env.get("TFPS_METRICS_PORT"), 9090)),
         bind_address=_first(env.get("TFPS_BIND_ADDRESS"), "0.0.0.0" if in_cluster else "127.0.0.1"),
-        peering=_first(getattr(args, "peering", None), env.get("TFPS_PEERING")),
-        peering_priority=int(priority) if priority else None,
-        peering_lifetime=int(env.get("TFPS_PEERING_LIFETIME", 60)),
+        leader_election=elect,
+        lease_name=env.get("TFPS_LEASE_NAME", "").strip() or "tfps-operator",
+        lease_namespace=_first(env.get("TFPS_LEASE_NAMESPACE"), operator_ns, *namespaces[:1], "default"),
+        identity=f"{env.get('POD_NAME') or socket.gethostname()}_{secrets.token_hex(4)}",
+        lease_timings=timings,
         kubeconfig=_first(getattr(args, "kubeconfig", None), env.get("KUBECONFIG")),
         verbose=bool(getattr(args, "verbose", False)) or env.get("TFPS_VERBOSE", "") in ("1", "true"),
         resync_seconds=float(env.get("TFPS_RESYNC_SECONDS", 60)),

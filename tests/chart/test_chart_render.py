@@ -63,7 +63,10 @@ def test_rendered_deployment_is_hardened_and_configured(values: Path):
     vals = yaml.safe_load(values.read_text()) or {}
     dep = one(objs, "Deployment")
     spec = dep["spec"]
-    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    if (vals.get("leaderElection") or {}).get("enabled"):  # standbys may overlap: the Lease keeps one acting
+        assert spec["replicas"] == vals.get("replicaCount", 1) and spec["strategy"] == {"type": "RollingUpdate"}
+    else:  # the old pod goes before a new one starts
+        assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
     pod = spec["template"]["spec"]
     assert pod["automountServiceAccountToken"] is True
     assert pod["serviceAccountName"] == one(objs, "ServiceAccount")["metadata"]["name"]
@@ -111,7 +114,7 @@ def test_chart_sets_only_settings_the_operator_reads(values: Path):
     assert s.namespaces == tuple(vals.get("watchNamespaces", []))
     assert s.bind_address == "0.0.0.0"  # reachable by the kubelet's liveness probe
     assert s.build.default_image == env["TFPS_DEFAULT_IMAGE"]
-    assert s.peering == (vals.get("operator", {}).get("peering") or None)
+    assert s.leader_election == bool(vals.get("leaderElection", {}).get("enabled"))
     assert s.max_concurrent_passes == vals.get("operator", {}).get("workers", 32)
     assert s.build.operator_namespace_labels == {"kubernetes.io/metadata.name": "tfps-system"}
     scraper = vals.get("metrics", {}).get("trainer", {}).get("scraper", {})
@@ -147,7 +150,7 @@ def test_clusterwide_rbac_is_one_clusterrole():
     rules = rule_set(role["rules"])
     assert ("tfps.dev", "pstrainingjobs", "watch") in rules
     assert ("", "namespaces", "list") not in rules  # Kopf does not list namespaces when cluster-wide
-    assert not any(r.endswith("kopfpeerings") for _, r, _ in rules)  # no peering configured
+    assert not any(r == "leases" for _, r, _ in rules)  # no leader election configured
     binding = one(objs, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     sa = one(objs, "ServiceAccount")
@@ -186,15 +189,36 @@ def test_namespaced_rbac_is_a_role_per_namespace_and_cluster_reads_only():
 
 
 @needs_helm
-def test_peering_adds_exactly_the_peering_rules():
-    base = rule_set(one(objects(template(HELM).stdout), "ClusterRole")["rules"])
-    peered = rule_set(one(objects(template(HELM, sets=["operator.peering=tfps"]).stdout), "ClusterRole")["rules"])
-    assert peered - base == {("kopf.dev", "clusterkopfpeerings", v) for v in ("list", "watch", "patch")}
+def test_leader_election_adds_exactly_the_lease_rules_in_the_release_namespace():
+    base = objects(template(HELM).stdout)
+    assert not [r for r in by_kind(base, "Role") if r["metadata"]["name"].endswith("-leader-election")]
     objs = objects(template(HELM, CHART / "ci" / "custom-image-values.yaml", sets=["watchNamespaces={ml}"]).stdout)
-    (role,) = by_kind(objs, "Role")
-    assert {(g, v) for g, r, v in rule_set(role["rules"]) if r == "kopfpeerings"} == {
-        ("kopf.dev", v) for v in ("list", "watch", "patch")
-    }
+    assert rule_set(one(objs, "ClusterRole")["rules"]) == rule_set(
+        one(objects(template(HELM, sets=["watchNamespaces={ml}"]).stdout), "ClusterRole")["rules"]
+    )
+    (elect,) = [r for r in by_kind(objs, "Role") if r["metadata"]["name"].endswith("-leader-election")]
+    assert elect["metadata"]["namespace"] == "tfps-system"
+    dep = one(objs, "Deployment")
+    lease = container_env(dep)["TFPS_LEASE_NAME"]
+    assert elect["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [lease],
+            "verbs": ["get", "update"],
+        },
+    ]
+    (binding,) = [b for b in by_kind(objs, "RoleBinding") if b["metadata"]["name"] == elect["metadata"]["name"]]
+    assert binding["subjects"][0]["name"] == dep["spec"]["template"]["spec"]["serviceAccountName"]
+    assert dep["spec"]["replicas"] == 2 and dep["spec"]["strategy"]["type"] == "RollingUpdate"
+
+
+@needs_helm
+def test_more_than_one_replica_without_leader_election_is_refused():
+    out = template(HELM, sets=["replicaCount=2"], check=False)
+    assert out.returncode != 0 and "replicaCount > 1 needs leaderElection.enabled" in out.stderr
+    assert one(objects(template(HELM).stdout), "Deployment")["spec"]["strategy"]["type"] == "Recreate"
 
 
 @needs_helm
@@ -300,7 +324,7 @@ def test_custom_image_values():
     assert pod["imagePullSecrets"] == [{"name": "regcred"}]
     env = container_env(dep)
     assert env["TFPS_DEFAULT_IMAGE"] == "registry.example.com/ml/tfps-trainer:0.1.0-rc1"
-    assert env["TFPS_PEERING"] == "tfps" and env["HTTPS_PROXY"] == "http://proxy.example.com:3128"
+    assert env["TFPS_LEADER_ELECTION"] == "true" and env["HTTPS_PROXY"] == "http://proxy.example.com:3128"
     assert "--verbose" in c["args"]
     assert one(objs, "ServiceAccount")["metadata"]["name"] == "tfps"
     # Default image tag is the chart's appVersion.
@@ -331,7 +355,8 @@ def test_notes_tell_what_to_do_next():
 
 
 BAD_VALUES = [  # (--set, the JSON pointer helm's message must name)
-    (["replicaCount=2"], "at '/replicaCount'"),
+    (["replicaCount=-1"], "at '/replicaCount'"),
+    (["leaderElection.enabled=yes"], "at '/leaderElection/enabled'"),
     (["operator.logFormat=xml"], "at '/operator/logFormat'"),
     (["watchNamespaces={Team_A}"], "at '/watchNamespaces/0'"),
     (["imagee.tag=x"], "additional properties 'imagee' not allowed"),

@@ -10,6 +10,7 @@ ClusterRole (test_chart_render.py checks they are equal; test_chart_cluster.py i
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -134,61 +135,62 @@ def test_operator_with_the_charts_serviceaccount_runs_full_lifecycles(
             pass
 
 
-def test_peering_rules_suffice_for_a_peered_operator(
+def test_leader_election_rules_suffice_for_an_elected_operator(
     helm, cluster, k8s, kubectl, make_namespace, wait_until, tmp_path: Path
 ):
-    """With operator.peering set, the chart's Role lets Kopf use the KopfPeering object (watch, patch
-    its heartbeat), and the peered operator serves jobs."""
-    import yaml
-
+    """With leaderElection.enabled, the chart's Role lets the operator create and renew its Lease (the one
+    its Deployment names) in the release namespace, and nothing else about leases; the elected operator
+    serves jobs."""
     from support.crd import install_crd
-    from tfps_operator.peering import manifests
 
     install_crd(str(cluster.kubeconfig))
     release_ns, watched = make_namespace(), make_namespace()
-    peering = "tfps-chart"
-    # CRDs first, and only once they are Established the peering object: in one apply, on a cluster
-    # that never had these CRDs, kubectl cannot map the new kind yet ("no matches for kind").
-    docs = manifests(peering, [watched])
-    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
-    kubectl("apply", "--server-side", "--field-manager=tfps-tests", "-f", "-", input=yaml.safe_dump_all(crds))
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{d['metadata']['name']}" for d in crds])
-    kubectl(
-        "apply",
-        "--server-side",
-        "--field-manager=tfps-tests",
-        "-f",
-        "-",
-        input=yaml.safe_dump_all([d for d in docs if d not in crds]),
-    )
     kube = Cluster(k8s, watched, wait_until)
     kube.bound_claim("data")
+    sets = [f"watchNamespaces={{{watched}}}", "leaderElection.enabled=true"]
     try:
-        with (
-            helm_install(
-                helm, cluster, release_ns, sets=[f"watchNamespaces={{{watched}}}", f"operator.peering={peering}"]
-            ) as inst,
-            OperatorProcess(
-                str(inst.kubeconfig),
-                [watched],
-                tmp_path / "operator.log",
-                extra_env={"TFPS_OPERATOR_NAMESPACE": release_ns, "TFPS_PEERING_LIFETIME": "10"},
-                extra_args=["--peering", peering],
-            ).start() as op,
-        ):
-            # Kopf registered this replica in the peering object: it could watch and patch it.
-            def registered() -> bool:
-                obj = json.loads(kubectl("get", "kopfpeerings.kopf.dev", peering, "-n", watched, "-o", "json").stdout)
-                return bool(obj.get("status"))
+        with helm_install(helm, cluster, release_ns, sets=sets) as inst:
+            roles = json.loads(kubectl("get", "roles", "-n", release_ns, "-o", "json").stdout)["items"]
+            (role,) = [r for r in roles if r["metadata"]["name"].endswith("-leader-election")]
+            lease = next(r["resourceNames"][0] for r in role["rules"] if r.get("resourceNames"))
+            env = {
+                "TFPS_OPERATOR_NAMESPACE": release_ns,
+                "TFPS_LEADER_ELECTION": "true",
+                "TFPS_LEASE_NAME": lease,
+                "TFPS_LEASE_DURATION_SECONDS": "6",
+                "TFPS_RENEW_DEADLINE_SECONDS": "4",
+                "TFPS_RETRY_PERIOD_SECONDS": "1",
+            }
+            with OperatorProcess(
+                str(inst.kubeconfig), [watched], tmp_path / "operator.log", extra_env=env
+            ).start() as op:
+                renewals: set[str] = set()
 
-            wait_until(registered, timeout=30, what="operator's heartbeat in the KopfPeering")
-            kube.create_job(job_body("j"))
-            wait_until(lambda: sorted(kube.trainer_pods("j")) == TRAINERS, timeout=30, what="trainer pods")
-            kube.wait_phase("j", "Running", timeout=30)
-            kube.delete_job("j")
-            wait_until(lambda: kube.job("j") is None, timeout=60, what="job gone")
-            denied = [line for line in op.log().splitlines() if any(s in line for s in PERMISSION_ERRORS)]
-            assert not denied, "the operator hit missing permissions:\n" + "\n".join(denied[:20])
+                def renewed_twice() -> bool:
+                    out = kubectl("get", "lease", lease, "-n", release_ns, "-o", "json", check=False)
+                    if out.returncode != 0:
+                        return False
+                    spec = json.loads(out.stdout)["spec"]
+                    renewals.add(spec.get("renewTime") or "")
+                    return bool(spec.get("holderIdentity")) and len(renewals - {""}) >= 2
+
+                wait_until(renewed_twice, timeout=30, interval=0.5, what="the operator's Lease created and renewed")
+                kube.create_job(job_body("j"))
+                wait_until(lambda: sorted(kube.trainer_pods("j")) == TRAINERS, timeout=30, what="trainer pods")
+                kube.wait_phase("j", "Running", timeout=30)
+                kube.delete_job("j")
+                wait_until(lambda: kube.job("j") is None, timeout=60, what="job gone")
+                denied = [line for line in op.log().splitlines() if any(s in line for s in PERMISSION_ERRORS)]
+                assert not denied, "the operator hit missing permissions:\n" + "\n".join(denied[:20])
+            # The chart's token may read and renew only that Lease: another in the same namespace is refused.
+            kubectl_bin = str(cluster.bin / "kubectl")
+            other = subprocess.run(
+                [kubectl_bin, f"--kubeconfig={inst.kubeconfig}", "get", "lease", "x", "-n", release_ns],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert other.returncode != 0 and "forbidden" in other.stderr.lower(), other.stderr
     finally:
         try:
             kube.core.delete_persistent_volume(f"{watched}-data")

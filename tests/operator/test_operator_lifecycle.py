@@ -435,53 +435,6 @@ def test_claim_template_creates_an_owned_pvc_and_unscheduled_pods_stay_pending(k
     assert kube.status("j")["phase"] == "Pending"
 
 
-def test_two_peered_operators_never_both_act_and_the_standby_takes_over(kube, start_operator, kubectl):
-    import yaml
-
-    from tfps_operator.peering import manifests
-
-    peering = f"tfps-{kube.ns}"
-    docs = manifests(peering, [kube.ns])
-    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
-    kubectl("apply", "--server-side", "--field-manager=tfps-tests", "-f", "-", input=yaml.safe_dump_all(crds))
-    kubectl("wait", "--for=condition=Established", "--timeout=30s", *[f"crd/{d['metadata']['name']}" for d in crds])
-    kubectl(
-        "apply",
-        "--server-side",
-        "--field-manager=tfps-tests",
-        "-f",
-        "-",
-        input=yaml.safe_dump_all([d for d in docs if d not in crds]),
-    )
-    common = {"TFPS_PEERING_LIFETIME": "4"}
-    leader = start_operator(
-        kube.ns, extra_env={**common, "TFPS_PEERING_PRIORITY": "200"}, extra_args=["--peering", peering]
-    )
-    standby = start_operator(
-        kube.ns, extra_env={**common, "TFPS_PEERING_PRIORITY": "100"}, extra_args=["--peering", peering]
-    )
-    # Kopf starts every peer paused; only the highest priority resumes.
-    kube.wait_until(lambda: "Resuming operations after the pause" in leader.log(), timeout=30, what="leader acting")
-    kube.wait_until(lambda: "(paused)" in standby.log(), timeout=30, what="standby started paused")
-    assert "Resuming operations" not in standby.log()
-    kube.create_job(job_body("j"))
-    before = uids(kube.wait_pods_running("j", TRAINERS))
-    kube.wait_phase("j", "Running")
-    assert _reconciles(leader.metrics()) >= 1
-    assert _reconciles(standby.metrics()) == 0  # paused: it never touched the job
-
-    leader.kill()
-    kube.finish_pod("j-worker-0", "Failed", 1)
-    kube.wait_until(
-        lambda: uids(kube.wait_pods_running("j", TRAINERS))["j-worker-0"] != before["j-worker-0"],
-        timeout=60,
-        interval=0.5,
-        what="standby took over and recreated worker-0",
-    )
-    assert _reconciles(standby.metrics()) >= 1
-    assert "Resuming operations after the pause" in standby.log()
-
-
 def test_a_child_name_taken_by_someone_else_is_reported_not_stolen(kube, operator):
     kube.core.create_namespaced_service(
         kube.ns, {"metadata": {"name": "j"}, "spec": {"clusterIP": "None", "ports": [{"port": 1}]}}

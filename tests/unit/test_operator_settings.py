@@ -17,7 +17,7 @@ NO_FLAGS = Namespace(
     log_format=None,
     health_port=None,
     metrics_port=None,
-    peering=None,
+    leader_elect=False,
     kubeconfig=None,
     verbose=False,
 )
@@ -26,7 +26,7 @@ NO_FLAGS = Namespace(
 def test_defaults_outside_a_pod_bind_loopback_and_watch_everything():
     s = from_args(NO_FLAGS, {})
     assert s.namespaces == () and s.bind_address == "127.0.0.1"
-    assert (s.health_port, s.metrics_port, s.log_format, s.peering) == (8080, 9090, "plain", None)
+    assert (s.health_port, s.metrics_port, s.log_format, s.leader_election) == (8080, 9090, "plain", False)
     assert s.build.default_image == "tfps-trainer:0.1.0"
     assert (
         s.max_concurrent_passes == 32
@@ -51,19 +51,19 @@ def test_environment_fallbacks_and_flags_win_over_them():
         "TFPS_NAMESPACES": "a, b",
         "TFPS_DEFAULT_IMAGE": "img:1",
         "TFPS_LOG_FORMAT": "json",
-        "TFPS_PEERING": "tfps",
+        "TFPS_LEADER_ELECTION": "true",
         "TFPS_HEALTH_PORT": "1234",
         "TFPS_OPERATOR_POD_LABELS": "app=op,tier=control",
     }
     s = from_args(NO_FLAGS, env)
     assert s.namespaces == ("a", "b") and s.build.default_image == "img:1" and s.log_format == "json"
-    assert s.peering == "tfps" and s.health_port == 1234
+    assert s.leader_election and s.health_port == 1234
     assert dict(s.build.operator_pod_labels) == {"app": "op", "tier": "control"}
     flags = Namespace(**{**vars(NO_FLAGS), "namespace": ["c"], "default_image": "img:2", "health_port": 99})
     s = from_args(flags, env)
     assert s.namespaces == ("c",) and s.build.default_image == "img:2" and s.health_port == 99
     kw = kopf_kwargs(s)
-    assert kw["namespaces"] == ["c"] and kw["clusterwide"] is False and kw["peering_name"] == "tfps"
+    assert kw["namespaces"] == ["c"] and kw["clusterwide"] is False and kw["standalone"] is True  # never Kopf peering
 
 
 def test_the_metrics_scraper_is_off_unless_its_labels_are_set():
@@ -99,3 +99,19 @@ def test_status_patch_carries_only_the_reconcilers_fields_and_nulls_to_remove():
     assert patch["startTime"] is None  # merge patch: removes a stale start time
     assert "progress" not in patch  # the progress monitor's field
     assert patch["checkpoint"] == {"step": 5}  # the reconciler also writes it, from the chief's success summary
+
+
+def test_leader_election_settings_lease_in_the_operator_namespace_and_timings_checked():
+    env = {"TFPS_OPERATOR_NAMESPACE": "tfps-system", "POD_NAME": "op-abc"}
+    s = from_args(Namespace(**{**vars(NO_FLAGS), "leader_elect": True}), env)
+    assert s.leader_election and (s.lease_namespace, s.lease_name) == ("tfps-system", "tfps-operator")
+    assert s.identity.startswith("op-abc_") and s.identity != from_args(NO_FLAGS, env).identity  # a new candidate
+    t = s.lease_timings
+    assert (t.lease_duration, t.renew_deadline, t.retry_period) == (15, 10, 2)
+    assert from_args(NO_FLAGS, {"TFPS_NAMESPACES": "a,b"}).lease_namespace == "a"
+    with pytest.raises(ValueError, match="TFPS_LEASE_DURATION_SECONDS .* must be greater than TFPS_RENEW_DEADLINE"):
+        from_args(NO_FLAGS, {"TFPS_LEASE_DURATION_SECONDS": "10", "TFPS_RENEW_DEADLINE_SECONDS": "10"})
+    with pytest.raises(ValueError, match="TFPS_RENEW_DEADLINE_SECONDS .* must be greater than TFPS_RETRY_PERIOD"):
+        from_args(NO_FLAGS, {"TFPS_RENEW_DEADLINE_SECONDS": "2"})
+    with pytest.raises(ValueError, match="TFPS_LEADER_ELECTION: must be true or false"):
+        from_args(NO_FLAGS, {"TFPS_LEADER_ELECTION": "yes please"})

@@ -41,7 +41,9 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "ResourceFlavor": ("/apis/kueue.x-k8s.io/v1beta2", "resourceflavors"),
     "PriorityClass": ("/apis/scheduling.k8s.io/v1", "priorityclasses"),
     "PSTrainingJob": (f"/apis/{GROUP}/{VERSION}", PLURAL),
+    "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
 }
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 COMPONENT = "tfps-operator"
 DEFAULT_TIMEOUT_SECONDS = 30.0
 """Longest any one API call may take, connect to last byte (``TFPS_API_TIMEOUT_SECONDS``)."""
@@ -66,6 +68,10 @@ class ApiError(Exception):
 
 class ChildConflict(Exception):
     """A child's name is taken by an object this job does not control."""
+
+
+class NotLeader(Exception):
+    """A write refused before it was sent: this replica's leadership lapsed (:attr:`Kube.write_gate`)."""
 
 
 def _path(kind: str, namespace: str | None, name: str | None = None, sub: str | None = None) -> str:
@@ -94,12 +100,17 @@ class Kube:
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        instance: str | None = None,
     ):
         self.login = login
         self.field_manager = field_manager
         self.timeout = aiohttp.ClientTimeout(total=timeout, connect=connect_timeout)
         self.max_connections = max_connections
-        self.instance = os.environ.get("POD_NAME") or socket.gethostname()
+        self.instance = instance or os.environ.get("POD_NAME") or socket.gethostname()
+        """This replica, in the User-Agent and in Events (the leader election's identity when it runs)."""
+        self.write_gate: Callable[[], bool] | None = None
+        """With leader election: whether this replica may write now; asked before every write but the
+        lease's own, so a replica whose leadership lapsed (paused past its renew deadline) sends none."""
         self._session: aiohttp.ClientSession | None = None
         """Requests, at most :attr:`max_connections` at once (the rest wait for a connection)."""
         self._watches: aiohttp.ClientSession | None = None
@@ -113,8 +124,11 @@ class Kube:
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT_SECONDS,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        instance: str | None = None,
     ) -> Kube:
-        kube = cls(login, timeout=timeout, connect_timeout=connect_timeout, max_connections=max_connections)
+        kube = cls(
+            login, timeout=timeout, connect_timeout=connect_timeout, max_connections=max_connections, instance=instance
+        )
         kube._open()
         return kube
 
@@ -156,8 +170,14 @@ class Kube:
         body: Any = None,
         content_type: str = "application/json",
         answer: bool = True,
+        gated: bool = True,
     ) -> Any:
-        """Send one request; returns the decoded answer (``answer`` False: None, the answer unread)."""
+        """Send one request; returns the decoded answer (``answer`` False: None, the answer unread).
+        A write (``gated``: all but the lease's own) raises :class:`NotLeader` unsent when the write gate
+        is closed."""
+        if gated and verb in WRITES and self.write_gate is not None and not self.write_gate():
+            metrics.WRITES_REFUSED.inc()
+            raise NotLeader(f"{verb} {what}: not sent: this replica is not the leader (its renew deadline passed)")
         data = None if body is None else json.dumps(body)
         for attempt in (1, 2):
             assert self._session is not None
