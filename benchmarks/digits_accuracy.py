@@ -112,7 +112,7 @@ def main() -> int:
             [
                 sys.executable,
                 "-c",
-                "import sys; from tfps_operator.cli import main; sys.exit(main())",
+                "import sys; from tfps_operator.tools.cli import main; sys.exit(main())",
                 "run",
                 str(JOB),
                 "--workdir",

@@ -34,7 +34,7 @@ def test_committed_crd_is_current() -> None:
 
 
 def test_tfps_crd_prints_the_crd(tmp_path: Path) -> None:
-    from tfps_operator.cli import main
+    from tfps_operator.tools.cli import main
 
     out = tmp_path / "crd.yaml"
     assert main(["crd", "-o", str(out)]) == 0

@@ -24,7 +24,7 @@ SEED = REPO / "examples" / "seed"
 def tfps(kubeconfig: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "KUBECONFIG": kubeconfig}
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from tfps_operator.cli import main; sys.exit(main())", *args],
+        [sys.executable, "-c", "import sys; from tfps_operator.tools.cli import main; sys.exit(main())", *args],
         capture_output=True,
         text=True,
         env=env,

@@ -10,7 +10,7 @@ import yaml
 
 from tfps_operator.api.models import PSTrainingJob
 from tfps_operator.api.validate import JobValidationError, validate_job
-from tfps_operator.cli import main as tfps
+from tfps_operator.tools.cli import main as tfps
 
 from .cases import INVALID, Case, base_job
 

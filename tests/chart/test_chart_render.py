@@ -11,7 +11,7 @@ import yaml
 
 from tfps_operator import settings as op_settings
 from tfps_operator.api.crd import crd_yaml
-from tfps_operator.cli import _parser
+from tfps_operator.tools.cli import _parser
 
 from .helpers import CHART, CI_VALUES, ROOT, by_kind, container_env, find_helm, objects, one, rule_set, run, template
 
@@ -287,7 +287,7 @@ def test_podmonitor_scrapes_the_progress_port_of_chiefs_and_evaluators_only_when
         return sel["matchLabels"].items() <= labels.items() and labels.get(expr["key"]) in expr["values"]
 
     # the operator's own pods: exactly the chief and the evaluator are selected, and they name the port
-    from tfps_operator.client import load_job
+    from tfps_operator.tools.client import load_job
 
     job = load_job(
         {

@@ -240,7 +240,7 @@ def test_operator_entrypoint_is_the_operator_command():
     cmd = json.loads([r for op, r in ins if op == "CMD"][-1])
     assert entrypoint == ["tfps"]
     assert "tfps" in _pyproject()["project"]["scripts"]
-    from tfps_operator.cli import _parser
+    from tfps_operator.tools.cli import _parser
 
     assert _parser().parse_args(cmd).command == "operator"
 
@@ -286,7 +286,7 @@ def test_operator_code_imports_only_what_the_operator_image_installs():
 
     allowed = set(_closure(frozenset())) | {canonicalize_name(DIST)}
     proc = subprocess.run(
-        [sys.executable, "-c", _IMPORT_GUARD, json.dumps(sorted(allowed)), "tfps_operator.local"],
+        [sys.executable, "-c", _IMPORT_GUARD, json.dumps(sorted(allowed)), "tfps_operator.tools.local"],
         capture_output=True,
         text=True,
         timeout=120,

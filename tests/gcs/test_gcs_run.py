@@ -30,7 +30,7 @@ JOB = "default/quickstart"
 
 
 def tfps(*args: str) -> list[str]:
-    return [sys.executable, "-c", "import sys; from tfps_operator.cli import main; sys.exit(main())", *args]
+    return [sys.executable, "-c", "import sys; from tfps_operator.tools.cli import main; sys.exit(main())", *args]
 
 
 def checkpoint_step(gcs: GcsEmulator, bucket: str, prefix: str) -> int | None:

@@ -44,7 +44,7 @@ def check(
         )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTMODELS), os.environ.get("PYTHONPATH", "")]))
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from tfps_operator.cli import main; sys.exit(main())", "check", str(job)],
+        [sys.executable, "-m", "tfps_operator.tools.cli", "check", str(job)],
         capture_output=True,
         text=True,
         env=env,

@@ -29,7 +29,7 @@ def tfps_run(work: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-c",
-        "import sys; from tfps_operator.cli import main; sys.exit(main())",
+        "import sys; from tfps_operator.tools.cli import main; sys.exit(main())",
         "run",
         str(QUICKSTART),
         "--workdir",
@@ -172,10 +172,10 @@ def test_lost_port_race_restarts_on_fresh_ports(tmp_path, monkeypatch):
     runner recognises it and starts the cluster again on fresh ports (not counted as a restart)."""
     import socket
 
-    from tfps_operator.local import supervisor as sup
-    from tfps_operator.local.cli import load_job
-    from tfps_operator.local.progress_display import PlainDisplay
     from tfps_operator.manifests.jobsettings import job_settings
+    from tfps_operator.tools.local import supervisor as sup
+    from tfps_operator.tools.local.cli import load_job
+    from tfps_operator.tools.local.progress_display import PlainDisplay
 
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))

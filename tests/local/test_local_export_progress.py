@@ -8,10 +8,10 @@ import sys
 import textwrap
 
 from tfps_operator.api.models import PSTrainingJob
-from tfps_operator.local.export import artifact_rows, notes_lines, run_export
-from tfps_operator.local.progress_display import PlainDisplay, Status
-from tfps_operator.local.supervisor import LocalJob
 from tfps_operator.manifests.jobsettings import job_settings
+from tfps_operator.tools.local.export import artifact_rows, notes_lines, run_export
+from tfps_operator.tools.local.progress_display import PlainDisplay, Status
+from tfps_operator.tools.local.supervisor import LocalJob
 from tfps_wire.export_result import ArtifactResult, ExportFailed, ExportSucceeded, encode, human_size
 
 
@@ -256,7 +256,7 @@ def test_fetch_status_survives_bad_answers():
     import socket
     import threading
 
-    from tfps_operator.local.progress_display import fetch_status
+    from tfps_operator.tools.local.progress_display import fetch_status
 
     answers = [
         b'HTTP/1.0 200 OK\r\nContent-Length: 547\r\n\r\n{"step": 1',  # cut off (IncompleteRead)

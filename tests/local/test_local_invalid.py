@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tfps_operator.local import cli as local_cli
-from tfps_operator.local.procs import Child
+from tfps_operator.tools.local import cli as local_cli
+from tfps_operator.tools.local.procs import Child
 
 VALID = """\
 apiVersion: tfps.dev/v1alpha1
@@ -88,7 +88,7 @@ def test_invalid_job_names_field_and_starts_nothing(tmp_path, capsys, no_process
         ("a: [unclosed", "not valid YAML"),
         ("- 1\n- 2\n", "expected a PSTrainingJob mapping"),
         (VALID + "---\n" + VALID, "found 2"),
-        ("", "found 0"),
+        ("", "no PSTrainingJob document found"),
     ],
 )
 def test_malformed_file(tmp_path, capsys, no_process_started, content, needle):
@@ -119,7 +119,7 @@ def test_cli_entry_point_reports_field(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys; from tfps_operator.cli import main; sys.exit(main())",
+            "import sys; from tfps_operator.tools.cli import main; sys.exit(main())",
             "run",
             str(job),
             "--workdir",

@@ -10,8 +10,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from tfps_operator.local.ports import free_ports, is_free, listener_range, looks_like_port_in_use
-from tfps_operator.local.procs import Child, stop_all
+from tfps_operator.tools.local.ports import free_ports, is_free, listener_range, looks_like_port_in_use
+from tfps_operator.tools.local.procs import Child, stop_all
 
 
 def _child(tmp_path: Path, name: str, code: str) -> Child:
@@ -120,7 +120,7 @@ def test_children_die_with_a_sigkilled_runner(tmp_path):
             textwrap.dedent(f"""
             import os, sys, time
             from pathlib import Path
-            from tfps_operator.local.procs import Child
+            from tfps_operator.tools.local.procs import Child
             tmp = Path({str(tmp_path)!r})
             argv = [sys.executable, "-c", "import time; time.sleep(120)"]
             kids = [Child(name=f"k{{i}}", argv=argv, env=dict(os.environ),

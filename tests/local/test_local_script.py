@@ -27,7 +27,7 @@ def tfps_run(job: Path, work: Path, *extra: str, timeout: float = 540) -> subpro
     argv = [
         sys.executable,
         "-c",
-        "import sys; from tfps_operator.cli import main; sys.exit(main())",
+        "import sys; from tfps_operator.tools.cli import main; sys.exit(main())",
         "run",
         str(job),
         "--workdir",

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from tfps_operator.api.models import PSTrainingJob
-from tfps_operator.local import supervisor as sup
-from tfps_operator.local.progress_display import Status
-from tfps_operator.local.supervisor import LocalJob, Supervisor, Task
 from tfps_operator.manifests.jobsettings import job_settings
+from tfps_operator.tools.local import supervisor as sup
+from tfps_operator.tools.local.progress_display import Status
+from tfps_operator.tools.local.supervisor import LocalJob, Supervisor, Task
 
 FAKE = (sys.executable, str(Path(__file__).with_name("fake_trainer.py")))
 
@@ -221,7 +221,7 @@ def test_lost_port_race_restarts_on_fresh_ports(tmp_path, monkeypatch):
 
 RUNNER = textwrap.dedent("""
     import dataclasses, sys
-    from tfps_operator.local import cli
+    from tfps_operator.tools.local import cli
     real = cli.local_job_from_args
     cli.local_job_from_args = lambda a: dataclasses.replace(real(a), trainer=tuple(sys.argv[1:3]))
     sys.exit(cli.main(cli.argparse.Namespace(file=sys.argv[3], workdir=sys.argv[4], steps=None, no_export=True)))

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from operator_harness import job_body
 
-from tfps_operator.cli import main as tfps
-from tfps_operator.client import (
+from tfps_operator.tools.cli import main as tfps
+from tfps_operator.tools.client import (
     AlreadyExists,
     ApiError,
     InvalidJob,

@@ -16,7 +16,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from operator_harness import Cluster, OperatorProcess, job_body
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
 RENEW_DEADLINE = 4.0
 SLACK = 0.5

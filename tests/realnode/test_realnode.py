@@ -423,8 +423,8 @@ def test_client_logs_and_download_artifacts_against_a_real_kubelet(
     against the PV and against manifest.json, which catches a file changed on the volume."""
     import threading
 
-    from tfps_operator.cli import main as tfps
-    from tfps_operator.client import ChecksumMismatch, TFPSClient
+    from tfps_operator.tools.cli import main as tfps
+    from tfps_operator.tools.client import ChecksumMismatch, TFPSClient
 
     kube, op, pv = operated
     data = pv(names.pvc_name("quickstart"))
@@ -691,8 +691,8 @@ def test_a_gs_job_trains_checkpoints_and_exports_through_the_node_network(
     import json
     import secrets
 
-    from tfps_operator.cli import main as tfps
-    from tfps_operator.client import NoExports, TFPSClient
+    from tfps_operator.tools.cli import main as tfps
+    from tfps_operator.tools.client import NoExports, TFPSClient
 
     kube, op, _ = operated
     gcs = gcs_on_node

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfps_operator.local.ports import free_ports
 from tfps_operator.manifests.tfconfig import tf_config_json
+from tfps_operator.tools.local.ports import free_ports
 from tfps_wire.job_settings import JobSettings, Paths
 
 PYTHON = sys.executable

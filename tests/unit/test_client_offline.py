@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from tfps_operator.api.validate import validate_documents
-from tfps_operator.cli import main as tfps
-from tfps_operator.client import ChecksumMismatch, ClientError, InvalidJob, NoExports, build_job, load_job
-from tfps_operator.client.artifacts import check_export, unpack
-from tfps_operator.client.render import age, describe, get_table, manifest_table
 from tfps_operator.manifests.artifact_reader import READER_LABEL, exports_dir, reader_pod
 from tfps_operator.manifests.labels import JOB_NAME
+from tfps_operator.tools.cli import main as tfps
+from tfps_operator.tools.client import ChecksumMismatch, ClientError, InvalidJob, NoExports, build_job, load_job
+from tfps_operator.tools.client.artifacts import check_export, unpack
+from tfps_operator.tools.client.render import age, describe, get_table, manifest_table
 from tfps_wire.export_manifest import digest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -249,7 +249,7 @@ def test_cli_without_a_usable_kubeconfig_says_so(capsys, tmp_path):
 
 
 def test_events_of_a_job_are_those_of_its_own_children_only():
-    from tfps_operator.client.jobs import _is_child
+    from tfps_operator.tools.client.jobs import _is_child
 
     assert (
         _is_child("j", "Pod", "j-chief-0")

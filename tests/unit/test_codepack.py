@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tfps_operator.codepack import CodePackError, pack
+from tfps_operator.tools.codepack import CodePackError, pack
 
 
 def tree(root: Path, files: dict[str, bytes | str]) -> Path:

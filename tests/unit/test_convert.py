@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tfps_operator.api.validate import validate_job
-from tfps_operator.convert import ConvertError, convert, main, render
+from tfps_operator.tools.convert import ConvertError, convert, main, render
 
 
 def replica(

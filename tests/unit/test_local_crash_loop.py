@@ -7,10 +7,10 @@ from pathlib import Path
 
 from _operator_helpers import T0, make_job
 
-from tfps_operator.local.progress_display import Status
-from tfps_operator.local.supervisor import LocalJob, Supervisor, Task
 from tfps_operator.manifests.jobsettings import job_settings
 from tfps_operator.reconcile import crashloop
+from tfps_operator.tools.local.progress_display import Status
+from tfps_operator.tools.local.supervisor import LocalJob, Supervisor, Task
 
 
 class NoDisplay:

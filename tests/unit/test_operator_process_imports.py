@@ -13,8 +13,8 @@ def test_the_operator_process_loads_no_cel_engine():
     # spec. None of it may pull in celpy.
     code = textwrap.dedent("""
         import sys
-        import tfps_operator.cli, tfps_operator.runner, tfps_operator.handlers
-        tfps_operator.cli._parser().parse_args(["operator"])
+        import tfps_operator.tools.cli, tfps_operator.runner, tfps_operator.handlers
+        tfps_operator.tools.cli._parser().parse_args(["operator"])
         from tfps_operator.controller import parse_job
         parse_job({
             "apiVersion": "tfps.dev/v1alpha1",

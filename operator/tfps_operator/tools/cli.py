@@ -1,13 +1,13 @@
 """`tfps`: the command line. Each subcommand lives in the module that owns it; this file only parses.
 
 tfps operator   run the operator (tfps_operator.runner)
-tfps run        run a job file locally (tfps_operator.local)
-tfps check      export pre-flight of a job file, before training (tfps_operator.local.check)
+tfps run        run a job file locally (tfps_operator.tools.local)
+tfps check      export pre-flight of a job file, before training (tfps_operator.tools.local.check)
 tfps crd        print the generated CRD (tfps_operator.api.crd)
 tfps validate   check job files client-side (tfps_operator.api.validate)
-tfps submit     apply a job file to the cluster, with --code DIR as a ConfigMap (tfps_operator.submit)
-tfps convert    a Kubeflow TFJob as a PSTrainingJob in script mode (tfps_operator.convert)
-tfps get|describe|wait|logs|artifacts   read and watch jobs on a cluster (tfps_operator.client.cli_verbs)
+tfps submit     apply a job file to the cluster, with --code DIR as a ConfigMap (tfps_operator.tools.submit)
+tfps convert    a Kubeflow TFJob as a PSTrainingJob in script mode (tfps_operator.tools.convert)
+tfps get|describe|wait|logs|artifacts   read and watch jobs on a cluster (tfps_operator.tools.client.cli_verbs)
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 
 def _parser() -> argparse.ArgumentParser:
+    from .client.cli_verbs import cluster_args
+
     p = argparse.ArgumentParser(prog="tfps", description="TensorFlow parameter-server training on Kubernetes.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -87,8 +89,9 @@ def _parser() -> argparse.ArgumentParser:
         help="for a namespace the operator relaxes: report only the pod security rules no namespace relaxes",
     )
 
-    subm = sub.add_parser("submit", help="apply a PSTrainingJob to the cluster ($KUBECONFIG), its code from --code DIR")
+    subm = sub.add_parser("submit", help="apply a PSTrainingJob to the cluster, its code from --code DIR")
     subm.add_argument("file", help="PSTrainingJob YAML")
+    cluster_args(subm)
     subm.add_argument(
         "--code",
         default=None,
@@ -113,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_verb(args)
     if args.command == "operator":
-        from .runner import main as run_operator
+        from ..runner import main as run_operator
 
         return run_operator(args)
     if args.command == "run":
@@ -125,11 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return check(args)
     if args.command == "crd":
-        from .api.crd import main as print_crd
+        from ..api.crd import main as print_crd
 
         return print_crd(args)
     if args.command == "validate":
-        from .api.validate import main as validate
+        from ..api.validate import main as validate
 
         return validate(args)
     if args.command == "submit":

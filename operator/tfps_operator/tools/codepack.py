@@ -25,6 +25,11 @@ SKIPPED_SUFFIXES = (".pyc", ".pyo")
 _KEY_CHARS = re.compile(r"[^-._a-zA-Z0-9]")
 
 
+def configmap_name(job: str) -> str:
+    """The ConfigMap that holds a job's packed code."""
+    return f"{job}-code"
+
+
 class CodePackError(ValueError):
     """The directory cannot become a ConfigMap; the message says why and what to do."""
 

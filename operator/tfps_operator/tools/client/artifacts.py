@@ -14,15 +14,27 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tfps_wire.export_manifest import digest
 
-from ..manifests.artifact_reader import exports_dir, reader_pod
+from ...manifests.artifact_reader import exports_dir, reader_pod
 from .errors import ApiError, ChecksumMismatch, ClientError, NoExports, NotFound, WaitTimeout
 
-if TYPE_CHECKING:
-    from .jobs import TFPSClient
+
+class JobsReader(Protocol):
+    """What a download needs of :class:`~.jobs.TFPSClient` (which passes itself), so that this module
+    imports nothing of it."""
+
+    core: Any
+    batch: Any
+
+    def get(self, name: str, namespace: str | None = None) -> Any: ...
+
+    def pods(self, name: str, namespace: str | None = None) -> list[Any]: ...
+
+    def _call(self, what: str, fn: Any, *args: Any, **kw: Any) -> Any: ...
+
 
 MANIFEST = "manifest.json"
 REPORT = "report.html"
@@ -65,7 +77,7 @@ def check_export(directory: Path, manifest: dict[str, Any]) -> list[str]:
 
 
 def download(
-    client: TFPSClient,
+    client: JobsReader,
     name: str,
     dest: Path,
     step: int | str,
@@ -137,7 +149,7 @@ def unpack(data: bytes, target: Path) -> Path:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _image(client: TFPSClient, job: Any) -> str:
+def _image(client: JobsReader, job: Any) -> str:
     """The image of the job's export Job or trainer pods (it has ``tar``), else ``spec.image``."""
     ns, name = job.metadata.namespace, job.metadata.name
     for j in client._call(
@@ -151,7 +163,7 @@ def _image(client: TFPSClient, job: Any) -> str:
     raise ClientError(f'pstrainingjob "{name}": no export Job or pod left to take an image from; pass image=')
 
 
-def _wait_running(client: TFPSClient, pod: str, ns: str, timeout: float) -> None:
+def _wait_running(client: JobsReader, pod: str, ns: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
         p = client._call(f'read reader pod "{pod}"', client.core.read_namespaced_pod, pod, ns)
@@ -170,7 +182,7 @@ def _wait_running(client: TFPSClient, pod: str, ns: str, timeout: float) -> None
 
 
 def _exec(
-    client: TFPSClient, pod: str, ns: str, command: list[str], timeout: float, missing: str | None = None
+    client: JobsReader, pod: str, ns: str, command: list[str], timeout: float, missing: str | None = None
 ) -> bytes:
     """stdout of ``command`` in the reader pod; the API server's refusal (no kubelet to reach, ...) as an
     :class:`ApiError`, a non-zero exit with its stderr."""
@@ -242,7 +254,7 @@ def _exit_code(status: bytes | str, pod: str) -> int | None:
     )
 
 
-def _delete_pod(client: TFPSClient, pod: str, ns: str) -> None:
+def _delete_pod(client: JobsReader, pod: str, ns: str) -> None:
     try:
         client._call(f'delete reader pod "{pod}"', client.core.delete_namespaced_pod, pod, ns, grace_period_seconds=0)
     except NotFound:

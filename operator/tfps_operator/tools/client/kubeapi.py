@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any
 
-from ..api.validate import FieldError
+from ...api.validate import FieldError
 from .errors import AlreadyExists, ApiError, ClientError, InvalidJob, NotFound
 
 

@@ -16,16 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tfps_wire.job_settings import JobSettings
 from tfps_wire.storage_check import PERMANENT, StorageProblem
 from tfps_wire.storage_check import check as check_storage
 from tfps_wire.uri import is_uri
 
-from ..api.models import PSTrainingJob
-from ..api.validate import JobValidationError, validate_job
-from ..manifests.jobsettings import job_settings
+from ...manifests.jobsettings import job_settings
+from ..client.errors import InvalidJob
+from ..jobfile import load_job, refusal_text
 from .export import ExportOutcome, artifact_rows, notes_lines, run_export
 from .progress_display import Display, Status, make_display
 from .supervisor import LocalJob, Supervisor
@@ -45,45 +43,14 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
-def load_job(path: str, steps: int | None = None, no_export: bool = False, storage: str | None = None) -> PSTrainingJob:
-    """Read one PSTrainingJob document, apply the command-line overrides, and validate it with the
-    API's rules (``api.validate``), so an override cannot produce a job the API server would reject.
-    ``storage``: a URI that replaces ``spec.storage`` (``{uri: ...}``)."""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise InvalidInput(f"{path}: not valid YAML: {exc}") from None
-    if len(docs) != 1:
-        raise InvalidInput(f"{path}: expected exactly one PSTrainingJob document, found {len(docs)}")
-    doc: Any = docs[0]
-    if not isinstance(doc, dict):
-        raise InvalidInput(f"{path}: expected a PSTrainingJob mapping, got {type(doc).__name__}")
-    spec = doc.get("spec")
-    if isinstance(spec, dict):
-        if steps is not None and isinstance(spec.get("training"), dict):
-            spec["training"]["steps"] = steps
-        if storage is not None:
-            spec["storage"] = {"uri": storage}
-        if no_export:
-            export = spec.setdefault("export", {})
-            if isinstance(export, dict):
-                export["enabled"] = False
-    try:
-        return validate_job(doc)
-    except JobValidationError as exc:
-        details = "\n".join(f"  {e}" for e in exc.errors)
-        raise InvalidInput(f"{path}: invalid PSTrainingJob:\n{details}") from None
-
-
 def local_job_from_args(args: argparse.Namespace) -> LocalJob:
     """Everything the run needs, or InvalidInput; touches nothing on disk."""
     if args.steps is not None and args.steps < 1:
         raise InvalidInput(f"--steps: must be ≥ 1 (got {args.steps})")
-    job = load_job(args.file, steps=args.steps, no_export=args.no_export, storage=getattr(args, "storage", None))
+    try:
+        job = load_job(args.file, steps=args.steps, no_export=args.no_export, storage=getattr(args, "storage", None))
+    except InvalidJob as exc:
+        raise InvalidInput(refusal_text(exc)) from None
     workdir = Path(args.workdir or DEFAULT_WORKDIR).expanduser().resolve()
     if workdir.exists() and not workdir.is_dir():
         raise InvalidInput(f"--workdir: {workdir} exists and is not a directory")

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from tfps_wire.job_settings import SETTINGS_ENV, TERMINATION_LOG_ENV, JobSettings
 
-from ..api.models import PSTrainingJob, Recreation, RestartPolicy, Role, replica_counts
-from ..manifests.tfconfig import tf_config_json
-from ..reconcile import crashloop
-from ..reconcile.failure_policy import on_failure
+from ...api.models import PSTrainingJob, Recreation, RestartPolicy, Role, replica_counts
+from ...manifests.tfconfig import tf_config_json
+from ...reconcile import crashloop
+from ...reconcile.failure_policy import on_failure
 from .ports import HOST, free_ports, looks_like_port_in_use
 from .procs import Child, stop_all
 from .progress_display import Display, Status, fetch_status

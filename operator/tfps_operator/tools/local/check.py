@@ -20,8 +20,10 @@ from pathlib import Path
 from tfps_wire.export_result import ExportFailed, PreflightReport, human_size, parse_any
 from tfps_wire.job_settings import SETTINGS_ENV
 
-from ..manifests.jobsettings import job_settings
-from .cli import EXIT_FAILED, EXIT_INVALID, InvalidInput, load_job, print_table
+from ...manifests.jobsettings import job_settings
+from ..client.errors import InvalidJob
+from ..jobfile import load_job, refusal_text
+from .cli import EXIT_FAILED, EXIT_INVALID, print_table
 from .procs import Child, stop_all
 from .supervisor import LocalJob
 
@@ -65,8 +67,8 @@ def run_preflight(plan: LocalJob, poll: float = 0.2) -> tuple[PreflightReport | 
 def main(args: argparse.Namespace) -> int:
     try:
         job = load_job(args.file)
-    except InvalidInput as exc:
-        print(f"tfps check: {exc}", file=sys.stderr)
+    except InvalidJob as exc:
+        print(f"tfps check: {refusal_text(exc)}", file=sys.stderr)
         return EXIT_INVALID
     if not job.spec.export.enabled:
         print(f"tfps check: {args.file}: spec.export.enabled is false: nothing to check", file=sys.stderr)

@@ -8,7 +8,7 @@ from typing import Any
 
 from tfps_wire.export_result import human_size
 
-from ..api.models import PSTrainingJob, PSTrainingJobStatus
+from ...api.models import PSTrainingJob, PSTrainingJobStatus
 from .jobs import Child, JobEvent
 
 

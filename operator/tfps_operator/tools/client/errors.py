@@ -10,7 +10,7 @@ Exit codes (scripts can branch on them; ``tfps wait`` documents them too):
 
 from __future__ import annotations
 
-from ..api.validate import FieldError
+from ...api.validate import FieldError
 
 
 class ClientError(Exception):
@@ -46,6 +46,12 @@ class InvalidJob(ClientError):
     def __init__(self, errors: list[FieldError], source: str = "client-side validation"):
         self.errors, self.source = errors, source
         super().__init__("; ".join(map(str, errors)))
+
+
+class InvalidCode(ClientError):
+    """The code directory of a submission cannot be packed (too large for a ConfigMap, empty, unreadable)."""
+
+    exit_code = 2
 
 
 class WaitTimeout(ClientError):

@@ -1,6 +1,6 @@
 """``TFPSClient``: create, watch, read and manage PSTrainingJobs from Python (and ``tfps get|wait|logs|...``).
 
-    from tfps_operator.client import TFPSClient
+    from . import TFPSClient
     c = TFPSClient(namespace="ml")                      # kubeconfig/context like kubectl
     job = c.submit("examples/linear.yaml")              # validated client-side first
     c.wait(job.metadata.name, phase="Succeeded", timeout=600)
@@ -14,6 +14,7 @@ Synchronous, on the ``kubernetes`` library; TensorFlow is never imported. Every 
 from __future__ import annotations
 
 import builtins
+import json
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -24,13 +25,19 @@ from typing import Any
 
 import yaml
 
-from ..api.models import GROUP, PLURAL, VERSION, PSTrainingJob, PSTrainingJobSpec, PSTrainingJobStatus, Role
-from ..api.validate import FieldError, JobValidationError, validate_job
-from ..manifests import labels, names
-from .errors import InvalidJob, JobFailed, LogsUnavailable, NotFound, WaitTimeout
+from ...api.models import GROUP, PLURAL, VERSION, PSTrainingJob, PSTrainingJobSpec, PSTrainingJobStatus, Role
+from ...api.validate import validate_job
+from ...manifests import labels, names
+from .. import codepack
+from ..jobfile import load_job
+from .artifacts import download
+from .errors import ClientError, InvalidCode, JobFailed, LogsUnavailable, NotFound, WaitTimeout
 from .kubeapi import connect, translate
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
+FIELD_MANAGER = "tfps-submit"
+APPLY = "application/apply-patch+yaml"
+"""Server-side apply (JSON is YAML)."""
 
 
 @dataclass(frozen=True)
@@ -53,31 +60,6 @@ class Child:
     kind: str
     name: str
     status: str
-
-
-def load_job(source: str | Path | dict[str, Any] | PSTrainingJob) -> PSTrainingJob:
-    """A job from a YAML file (the first PSTrainingJob document), a wire dict or a model, checked with the
-    API server's rules (the messages of ``tfps validate``). Raises :class:`InvalidJob`."""
-    if isinstance(source, PSTrainingJob):
-        obj: Any = source.to_wire()
-    elif isinstance(source, dict):
-        obj = source
-    else:
-        path = Path(source)
-        try:
-            docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
-        except OSError as e:
-            raise InvalidJob([FieldError("", f"cannot read {path}: {e.strerror}")], source=str(path)) from None
-        except yaml.YAMLError as e:
-            raise InvalidJob([FieldError("", f"not valid YAML: {e}")], source=str(path)) from None
-        jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") in (None, "PSTrainingJob")]
-        if not jobs:
-            raise InvalidJob([FieldError("", "no PSTrainingJob document found")], source=str(path))
-        obj = jobs[0]
-    try:
-        return validate_job(obj)
-    except JobValidationError as e:
-        raise InvalidJob(e.errors) from None
 
 
 def build_job(
@@ -135,13 +117,33 @@ class TFPSClient:
         return f'pstrainingjob "{name}" in namespace "{self._ns(namespace)}"'
 
     # --- jobs ---
-    def submit(self, job: str | Path | dict[str, Any] | PSTrainingJob, namespace: str | None = None) -> PSTrainingJob:
-        """Validate client-side, then create. The job's namespace is ``namespace``, else the one in
-        the job when it sets one, else the client's. Raises :class:`InvalidJob` (nothing created) or
-        :class:`~.errors.AlreadyExists`."""
+    def submit(
+        self,
+        job: str | Path | dict[str, Any] | PSTrainingJob,
+        namespace: str | None = None,
+        code: str | Path | None = None,
+        apply: bool = False,
+    ) -> PSTrainingJob:
+        """Validate client-side, then create the job (``apply``: server-side apply, so that submitting it
+        again updates it; ``tfps submit`` does). The job's namespace is ``namespace``, else the one in the job
+        when it sets one, else the client's.
+
+        ``code``: a directory packed into a ConfigMap ``<job>-code`` owned by the job (``spec.model.source``
+        points at it), checked before anything is written; if the ConfigMap cannot be written, a job this
+        call created is deleted again, so nothing is left half-submitted.
+
+        Raises :class:`InvalidJob` or :class:`~.errors.InvalidCode` (nothing written), or
+        :class:`~.errors.AlreadyExists` (create only)."""
         model = load_job(job)
+        pack = None
+        if code is not None:
+            try:
+                pack = codepack.pack(code)
+            except codepack.CodePackError as e:
+                raise InvalidCode(str(e)) from None
         wire = model.to_wire()
         wire.pop("status", None)
+        name = model.metadata.name
         explicit = (job.get("metadata") or {}).get("namespace") if isinstance(job, dict) else None
         if isinstance(job, (str, Path)):
             explicit = _file_namespace(Path(job))
@@ -149,16 +151,63 @@ class TFPSClient:
             explicit = job.metadata.namespace
         ns = namespace or explicit or self.namespace
         wire["metadata"]["namespace"] = ns
-        created = self._call(
-            f"create {self._what(model.metadata.name, ns)}",
-            self.custom.create_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            ns,
-            PLURAL,
-            wire,
-        )
-        return validate_job(created, rules=False)
+        if pack is not None:
+            wire["spec"]["model"]["source"] = {"configMap": codepack.configmap_name(name), "items": pack.items}
+        what = self._what(name, ns)
+        existed = apply and self._exists(name, ns)
+        if apply:
+            written = self._call(
+                f"apply {what}",
+                self.custom.patch_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                ns,
+                PLURAL,
+                name,
+                wire,
+                field_manager=FIELD_MANAGER,
+                force=True,
+                field_validation="Strict",
+                _content_type=APPLY,
+                _preload_content=False,  # the generated client decodes only a 200; an apply that creates is a 201
+            )
+            written = json.loads(written.data)
+        else:
+            written = self._call(
+                f"create {what}", self.custom.create_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, wire
+            )
+        if pack is not None:
+            owner = {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "PSTrainingJob",
+                "name": name,
+                "uid": written["metadata"]["uid"],
+                "blockOwnerDeletion": True,
+            }
+            cm = pack.configmap(codepack.configmap_name(name), ns, owner)
+            try:
+                self._call(
+                    f'apply configmap "{cm["metadata"]["name"]}" in namespace "{ns}"',
+                    self.core.patch_namespaced_config_map,
+                    cm["metadata"]["name"],
+                    ns,
+                    cm,
+                    field_manager=FIELD_MANAGER,
+                    force=True,
+                    _content_type=APPLY,
+                )
+            except ClientError:
+                if not existed:  # ours alone: take it back rather than leave a job whose code never comes
+                    self.delete(name, ns)
+                raise
+        return validate_job(written, rules=False)
+
+    def _exists(self, name: str, namespace: str) -> bool:
+        try:
+            self.get(name, namespace)
+        except NotFound:
+            return False
+        return True
 
     def get(self, name: str, namespace: str | None = None) -> PSTrainingJob:
         """The job as stored, typed (``.status`` is a :class:`PSTrainingJobStatus` or None)."""
@@ -433,8 +482,6 @@ class TFPSClient:
     ) -> Path:
         """Copy ``exports/<step>/`` off the job's volume into ``dest/<step>/`` and check every file
         against its ``manifest.json``; returns that directory. See :mod:`.artifacts`."""
-        from .artifacts import download
-
         return download(self, name, Path(dest), step, self._ns(namespace), image=image, timeout=timeout)
 
 

@@ -44,7 +44,7 @@ from typing import Any
 
 import yaml
 
-from .api.validate import JobValidationError, validate_job
+from ..api.validate import JobValidationError, validate_job
 
 TFJOB_API_VERSION = "kubeflow.org/v1"
 CONTAINER = "tensorflow"

@@ -16,10 +16,11 @@ from typing import Any
 
 import yaml
 
-from ..api.models import ROLES
+from ...api.models import ROLES
 
 
-def _connection(p: argparse.ArgumentParser) -> None:
+def cluster_args(p: argparse.ArgumentParser) -> None:
+    """``--kubeconfig``, ``--context`` and ``-n/--namespace``, as kubectl takes them (every cluster verb)."""
     p.add_argument(
         "--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
     )
@@ -38,13 +39,13 @@ def register(sub: Any) -> None:
     )
     get.add_argument("name", nargs="?", help="job name (default: every job in the namespace)")
     get.add_argument("--all-namespaces", "-A", action="store_true", help="jobs of every namespace")
-    _connection(get)
+    cluster_args(get)
     _output(get)
     get.set_defaults(verb_main=_get)
 
     desc = sub.add_parser("describe", help="one job: conditions, progress, children and events")
     desc.add_argument("name")
-    _connection(desc)
+    cluster_args(desc)
     _output(desc)
     desc.set_defaults(verb_main=_describe)
 
@@ -58,7 +59,7 @@ def register(sub: Any) -> None:
         help="what to wait for, e.g. phase=Running, condition=Stalled, condition=ExportComplete=False",
     )
     wait.add_argument("--timeout", type=_seconds, default=600.0, help="seconds (or 30s, 5m, 1h; default 10m)")
-    _connection(wait)
+    cluster_args(wait)
     _output(wait)
     wait.set_defaults(verb_main=_wait)
 
@@ -69,7 +70,7 @@ def register(sub: Any) -> None:
     logs.add_argument("--follow", "-f", action="store_true", help="stream until the container ends")
     logs.add_argument("--tail", type=int, default=None, help="only the last N lines")
     logs.add_argument("--previous", "-p", action="store_true", help="the previous container's log")
-    _connection(logs)
+    cluster_args(logs)
     logs.set_defaults(verb_main=_logs)
 
     art = sub.add_parser("artifacts", help="a job's export: formats, sizes, verification figures; --download copies it")
@@ -84,7 +85,7 @@ def register(sub: Any) -> None:
     art.add_argument("--open", action="store_true", help="print the path of the export's report.html")
     art.add_argument("--image", default=None, help="image of the reader pod (default: the job's trainer image)")
     art.add_argument("--timeout", type=_seconds, default=300.0, help="download timeout in seconds (default 5m)")
-    _connection(art)
+    cluster_args(art)
     _output(art)
     art.set_defaults(verb_main=_artifacts)
 
