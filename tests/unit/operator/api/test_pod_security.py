@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _operator_helpers import CFG, T0, all_pods, make_job, observed, status
 
+from support.operator_helpers import CFG, T0, all_pods, make_job, observed, status
 from tfps_operator.api import podsecurity
 from tfps_operator.api.validate import main as validate_main
 from tfps_operator.manifests.export_job import export_job

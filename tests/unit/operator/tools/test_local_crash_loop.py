@@ -5,8 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from _operator_helpers import T0, make_job
-
+from support.operator_helpers import T0, make_job
 from tfps_operator.manifests.jobsettings import job_settings
 from tfps_operator.reconcile import crashloop
 from tfps_operator.tools.local.progress_display import Status

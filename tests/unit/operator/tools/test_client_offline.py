@@ -20,7 +20,7 @@ from tfps_operator.tools.client.artifacts import check_export, unpack
 from tfps_operator.tools.client.render import age, describe, get_table, manifest_table
 from tfps_wire.export_manifest import digest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 
 BAD = """
 apiVersion: tfps.dev/v1alpha1

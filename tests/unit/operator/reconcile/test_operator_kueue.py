@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from _operator_helpers import CFG, all_pods, infra, later, make_job, pod, status
-
+from support.operator_helpers import CFG, all_pods, infra, later, make_job, pod, status
 from tfps_operator.manifests import workload as wlm
 from tfps_operator.reconcile import conditions as C
 from tfps_operator.reconcile.machine import reconcile

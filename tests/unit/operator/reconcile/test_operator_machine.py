@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import json
 
-from _operator_helpers import CFG, T0, UID, all_pods, batch_job, export_pod, later, make_job, observed, pod, status
-
+from support.operator_helpers import (
+    CFG,
+    T0,
+    UID,
+    all_pods,
+    batch_job,
+    export_pod,
+    later,
+    make_job,
+    observed,
+    pod,
+    status,
+)
 from tfps_operator.reconcile import conditions as C
 from tfps_operator.reconcile.machine import creation_failed, invalid_spec, reconcile
 from tfps_operator.reconcile.plan import Delete, DeleteOwner, DeletePods
@@ -918,7 +929,7 @@ def test_exit_code_table_kinds_and_the_documented_table():
         "unknown",
         "retryable",
     ]
-    docs = Path(__file__).resolve().parents[2] / "docs" / "operator.md"
+    docs = Path(__file__).resolve().parents[4] / "docs" / "operator.md"
     assert exitcodes.markdown_table() in docs.read_text(), (
         "docs/operator.md: paste tfps_wire.exitcodes.markdown_table()"
     )

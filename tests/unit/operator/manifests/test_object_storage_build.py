@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 
-from _operator_helpers import CFG, make_job
-
+from support.operator_helpers import CFG, make_job
 from tfps_operator.manifests.artifact_reader import exports_dir, reader_pod
 from tfps_operator.manifests.export_job import export_job
 from tfps_operator.manifests.pods import desired_pods

@@ -8,8 +8,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from _operator_helpers import CFG, make_job
 
+from support.operator_helpers import CFG, make_job
 from tfps_operator.manifests.export_job import export_job
 from tfps_operator.manifests.pods import BuildError, trainer_pod
 from tfps_trainer.script.env import expand, program_env
@@ -132,7 +132,7 @@ def test_a_script_without_a_module_has_no_preflight_and_a_module_for_export_keep
 
     class X:  # the fields preflight_pending reads
         def __init__(self, job):
-            from _operator_helpers import status
+            from support.operator_helpers import status
 
             self.job, self.status = job, status(phase="Pending")
             self.obs = type("O", (), {"pods": []})()

@@ -10,8 +10,7 @@ import asyncio
 import itertools
 from typing import Any
 
-from _operator_helpers import UID
-
+from support.operator_helpers import UID
 from tfps_operator.controller import Controller, _JobState
 from tfps_operator.kube.client import COMPONENT, ApiError
 from tfps_operator.kube.watched import RECENT_TTL_SECONDS, ChildRef, RecentWrites, Views, child_ref

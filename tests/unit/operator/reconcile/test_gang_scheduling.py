@@ -3,8 +3,7 @@ the GangScheduled condition; and that none of it appears while the operator does
 
 from __future__ import annotations
 
-from _operator_helpers import CFG, T0, UID, all_pods, infra, make_job, observed, pod, status
-
+from support.operator_helpers import CFG, T0, UID, all_pods, infra, make_job, observed, pod, status
 from tfps_operator.manifests.export_job import export_job
 from tfps_operator.manifests.podgroup import POD_GROUP_LABEL, min_member, pod_group
 from tfps_operator.manifests.pods import desired_pods

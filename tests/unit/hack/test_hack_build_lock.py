@@ -6,7 +6,7 @@ import subprocess
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PRELUDE = f'log() {{ echo ">> $*"; }}; source {REPO}/hack/lib/build.sh; '
 
 

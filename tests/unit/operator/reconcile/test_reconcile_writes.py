@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _operator_helpers import status
-
+from support.operator_helpers import status
 from tfps_operator.api.models import PSTrainingJobStatus
 from tfps_operator.reconcile.plan import Create, Delete, Event, Plan
 from tfps_operator.reconcile.writes import (

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 NETNS_RUN = REPO / "hack" / "netns-run"
 REASON = "runs inside hack/netns-run (loopback only"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from _operator_helpers import CFG, UID, make_job
 
+from support.operator_helpers import CFG, UID, make_job
 from tfps_operator.manifests.export_job import export_job
 from tfps_operator.manifests.netpol import network_policy
 from tfps_operator.manifests.pods import BuildError, desired_pods, trainer_pod

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from _operator_helpers import CFG, T0, all_pods, make_job, observed, status
-
+from support.operator_helpers import CFG, T0, all_pods, make_job, observed, status
 from tfps_operator.reconcile import conditions as C
 from tfps_operator.reconcile import stall
 from tfps_operator.reconcile.machine import reconcile

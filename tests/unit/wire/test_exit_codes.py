@@ -8,7 +8,7 @@ from typing import get_args
 from tfps_wire import exitcodes
 from tfps_wire.export_result import ExportFailed, PreflightReport, Reason, exit_code
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_every_export_failure_reason_has_exactly_one_failing_code():
