@@ -8,8 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 
-from _operator_helpers import CFG, T0, all_pods, later, make_job, observed, status
-
+from support.operator_helpers import CFG, T0, all_pods, later, make_job, observed, status
 from tfps_operator.reconcile.machine import reconcile
 
 
