@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from . import metrics
 from .api import parse
 from .api.models import PSTrainingJob, PSTrainingJobStatus
-from .kube.client import ApiError, Kube
+from .kube.client import ApiError, Kube, NotLeader
 from .kube.executor import ExecutionResult, dry_run, execute, post_events
 from .kube.lookups import Lookup
 from .kube.watched import RecentWrites, Views
@@ -247,6 +247,8 @@ class Controller:
                     await self._job_pass(key[1], key[2])
                 else:
                     await self._progress_poll(key[1], key[2])
+            except NotLeader as exc:
+                log.info("%s %s/%s stopped: %s", key[0], key[1], key[2], exc)
             except Exception:
                 log.exception("%s %s/%s failed", key[0], key[1], key[2])
             finally:
@@ -322,6 +324,10 @@ class Controller:
         except ApiError as exc:
             result = "error"
             log.warning("reconciling %s/%s: %s", namespace, name, exc)
+            return self._backoff(namespace, name)
+        except NotLeader as exc:  # leadership lapsed mid-pass: the new leader takes the job from here
+            result = "not_leader"
+            log.info("reconciling %s/%s stopped: %s", namespace, name, exc)
             return self._backoff(namespace, name)
         except Exception:
             result = "error"
