@@ -49,7 +49,9 @@ def test_bad_arguments_exit_2_with_usage(args: list[str], message: str):
 
 
 def test_missing_tools_exit_2_naming_them():
-    out = e2e("--cluster-name", "x", env={"KIND": "/nonexistent/kind", "HELM": "/nonexistent/helm"})
+    # docker and kubectl present (whatever this machine has), kind and helm missing
+    present = {"DOCKER": "/bin/true", "KUBECTL": "/bin/true"}
+    out = e2e("--cluster-name", "x", env={**present, "KIND": "/nonexistent/kind", "HELM": "/nonexistent/helm"})
     assert out.returncode == 2
     assert "not found: /nonexistent/kind /nonexistent/helm" in out.stderr
     assert "This machine cannot run kind" in out.stderr
