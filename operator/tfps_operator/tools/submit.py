@@ -13,13 +13,12 @@ import argparse
 import sys
 
 from . import codepack
-from .client.errors import ClientError
+from .client.errors import ClientError, InvalidJob
 from .jobfile import refusal_text
 
 
 def main(args: argparse.Namespace) -> int:
-    from .client.errors import InvalidJob
-    from .client.jobs import TFPSClient
+    from .client.jobs import TFPSClient  # the kubernetes library: loaded only when submitting
 
     try:
         client = TFPSClient(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace)

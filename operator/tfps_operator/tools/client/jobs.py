@@ -23,8 +23,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ...api.models import GROUP, PLURAL, VERSION, PSTrainingJob, PSTrainingJobSpec, PSTrainingJobStatus, Role
 from ...api.validate import validate_job
 from ...manifests import labels, names
@@ -144,11 +142,9 @@ class TFPSClient:
         wire = model.to_wire()
         wire.pop("status", None)
         name = model.metadata.name
-        explicit = (job.get("metadata") or {}).get("namespace") if isinstance(job, dict) else None
-        if isinstance(job, (str, Path)):
-            explicit = _file_namespace(Path(job))
-        if isinstance(job, PSTrainingJob) and "namespace" in job.metadata.model_fields_set:
-            explicit = job.metadata.namespace
+        # The namespace the job names, if it names one (a model's wire form always carries one: ask the model).
+        given = (job if isinstance(job, PSTrainingJob) else model).metadata
+        explicit = given.namespace if "namespace" in given.model_fields_set else None
         ns = namespace or explicit or self.namespace
         wire["metadata"]["namespace"] = ns
         if pack is not None:
@@ -516,15 +512,6 @@ def _is_child(job: str, kind: str, name: str) -> bool:
 def _failure_text(st: PSTrainingJobStatus) -> str:
     c = next((c for c in st.conditions if c.type == "Failed" and c.status == "True"), None)
     return f"{c.reason}: {c.message}" if c else "no Failed condition recorded"
-
-
-def _file_namespace(path: Path) -> str | None:
-    try:
-        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
-    except (OSError, yaml.YAMLError):
-        return None
-    job = next((d for d in docs if d.get("kind") in (None, "PSTrainingJob")), None)
-    return ((job or {}).get("metadata") or {}).get("namespace")
 
 
 def _lines(resp: Any) -> Iterator[str]:
