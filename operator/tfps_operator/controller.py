@@ -5,16 +5,19 @@
   the operator's own (:mod:`.kube.informer`), kept as the small records the reconcile reads
   (:mod:`.kube.watched`); their events queue the job they belong to.
 * The queue (:mod:`.workqueue`) holds each job at most once and hands it to one worker at a time, so
-  all work on one job is serialized by construction. A worker runs one pass, observe -> decide (pure)
-  -> apply, and queues the job again when the pass says (activeDeadline, TTL, back-off, resync); a
-  failed pass is delayed by the queue's per-key back-off.
+  all work on one job is serialized by construction. A worker runs one pass: observe, decide
+  (:func:`.reconcile.job_pass.decide`, pure, once), apply (:mod:`.kube.executor`), remember what applying
+  found for the next pass (:func:`.reconcile.job_pass.remember`), and queue the job again when that
+  says (activeDeadline, TTL, back-off, resync); a pass that raised is delayed by the queue's per-key
+  back-off.
 * A Running job's progress poll (:mod:`.monitor`) is a timed key of its own in the same queue.
 
 A pass sends no reads: the job is the watch's newest body, its children come from the informers, and
 our own writes count until the watch echoes them. The API server sees only writes, and one GET of the
-job after a refused (stale) status write. No worker starts before every informer has listed its
-children, so a restarted operator decides nothing on a partial view. Nothing blocks a job's deletion:
-no finalizer; a job that is gone is dropped from the queue and forgotten.
+job after a refused (stale) status write when the watch has not delivered a newer body by the next
+pass. No worker starts before every informer has listed its children, so a restarted operator decides
+nothing on a partial view. Nothing blocks a job's deletion: no finalizer; a job that is gone is
+dropped from the queue and forgotten.
 """
 
 from __future__ import annotations
@@ -34,16 +37,15 @@ from . import metrics
 from .api import parse
 from .api.models import PSTrainingJob, PSTrainingJobStatus
 from .kube.client import ApiError, Kube, NotLeader
-from .kube.executor import ExecutionResult, dry_run, execute, post_events
+from .kube.executor import ExecutionResult, dry_run, execute
 from .kube.lookups import Lookup
 from .kube.watched import RecentWrites, Views
 from .manifests import names
 from .manifests import workload as wlm
 from .monitor import ProgressMonitor
-from .reconcile import admission, pacing, writes
-from .reconcile.machine import creation_failed, invalid_spec, reconcile
-from .reconcile.observed import Flavor, flavor, observe
-from .reconcile.plan import Plan
+from .reconcile import job_pass, pacing
+from .reconcile.job_pass import Memory, PassInput
+from .reconcile.observed import Flavor, Observed, flavor, observe
 from .settings import OperatorSettings
 from .workqueue import ShutDown, WorkQueue
 
@@ -119,26 +121,14 @@ class Bodies:
 class _JobState:
     recent: RecentWrites = field(default_factory=RecentWrites)
     written: dict[str, Any] | None = None
-    """The job as our last status write (or a re-read after a conflict) returned it, until the watch
+    """The job as our last status write (or a read after a refused one) returned it, until the watch
     delivers a body at least as new."""
-    last_status_write: float = float("-inf")
-    """monotonic() of our last status write."""
-    progress_writes: int = 0
-    """Progress-only status writes since the last significant one: each doubles the wait for the next."""
+    memory: Memory = field(default_factory=Memory)
+    """What the last pass left for the next (:func:`.reconcile.job_pass.remember`)."""
     last_pass: float = float("-inf")
     """monotonic() at the end of the last pass (an event soon after it waits to settle)."""
     phase: str | None = None
     """The phase the last pass left the job in."""
-
-    def progress_wait(self, settings: OperatorSettings, now: float) -> float:
-        """Seconds until a progress-only status change may be written (:func:`.pacing.progress_wait`)."""
-        return pacing.progress_wait(
-            self.last_status_write,
-            self.progress_writes,
-            now,
-            settings.status_interval_seconds,
-            settings.status_interval_max_seconds,
-        )
 
     def freshest(self, live: dict[str, Any] | None) -> dict[str, Any] | None:
         """The newer of the watch's body and our own last write."""
@@ -342,7 +332,7 @@ class Controller:
         queue's per-key back-off, which grows with the failures in a row."""
         return self.queue.add_rate_limited(("job", namespace, name))
 
-    def _decide(
+    def _observe(
         self,
         namespace: str,
         name: str,
@@ -350,14 +340,10 @@ class Controller:
         body: dict[str, Any],
         current: PSTrainingJobStatus,
         views: Views,
-        t: datetime,
-        kueue: tuple[dict[str, Flavor], dict[str, int]] = ({}, {}),
-    ) -> Plan:
-        """The pure decision on what the indexes and our unechoed writes show (``kueue``: the
+        kueue: tuple[dict[str, Flavor], dict[str, int]],
+    ) -> Observed:
+        """The job's children as the informers and our unechoed writes show them (``kueue``: the
         ResourceFlavors and PriorityClasses a queued job needs, by name)."""
-        job = self._job(body)
-        if isinstance(job, str):
-            return invalid_spec(current, body["metadata"].get("generation"), job, t)
         job_key = (namespace, name)
         export = preflight = None
         if current.phase == "Exporting":
@@ -368,10 +354,9 @@ class Controller:
         if current.phase not in ("Succeeded", "Failed"):
             existing = state.recent.existing(views.job_children(job_key), body["metadata"].get("uid"))
         workload = state.recent.workload(views.job_workloads(job_key), wlm.workload_name(name))
-        observed = observe(
+        return observe(
             state.recent.pods(views.job_pods(job_key)), export, existing, preflight, workload, kueue[0], kueue[1]
         )
-        return reconcile(job, current, observed, t, self.settings.build)
 
     async def _kueue_lookups(
         self, namespace: str, name: str, body: Mapping[str, Any], views: Views
@@ -386,24 +371,9 @@ class Controller:
         priorities = await self.priorities.get([pc] if wl is None and isinstance(pc, str) else [])
         return flavors, priorities
 
-    async def _admitted(self, plan: Plan, current: PSTrainingJobStatus, generation: int | None, t: datetime) -> Plan:
-        """``plan`` if the API server admits every child of the new run (dry-run), else the refusal's plan."""
-        answers = await dry_run(self.kube, plan.validate)
-        refusals = {admission.where(m): message for m, code, message in answers if admission.is_refusal(code, message)}
-        if not refusals:
-            return plan
-        log.warning(
-            "%s: the API server refuses children of a new run: %s",
-            plan.validate[0]["metadata"]["namespace"],
-            "; ".join(f"{k}: {v}" for k, v in sorted(refusals.items())),
-        )
-        return admission.verdict(current, generation, refusals, t)
-
     @staticmethod
-    def _remember(state: _JobState, applied: ExecutionResult, progress_only: bool = False) -> None:
-        if applied.status_written:
-            state.last_status_write = time.monotonic()
-            state.progress_writes = pacing.progress_writes_after_write(state.progress_writes, progress_only)
+    def _record(state: _JobState, applied: ExecutionResult) -> None:
+        """Our own writes count until the watches echo them."""
         for obj in applied.created:
             state.recent.record_create(obj)
         for uid in applied.deleted:
@@ -414,63 +384,38 @@ class Controller:
     async def _reconcile(
         self, namespace: str, name: str, state: _JobState, live: dict[str, Any], views: Views
     ) -> float | None:
+        """Observe, decide (:func:`.reconcile.job_pass.decide`), apply, remember."""
         body = state.freshest(live)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return None
-        meta = body["metadata"]
         current = parse_status(body.get("status"))
-        t = now()
         state.recent.expire()
         kueue = await self._kueue_lookups(namespace, name, body, views)
-        plan = self._decide(namespace, name, state, body, current, views, t, kueue)
+        inp = PassInput(
+            job=self._job(body),
+            generation=body["metadata"].get("generation"),
+            resource_version=_rv(body),
+            status=current,
+            observed=self._observe(namespace, name, state, body, current, views, kueue),
+            now=now(),
+            clock=time.monotonic(),
+            memory=state.memory,
+        )
+        plan = job_pass.decide(inp, self.settings)
         if plan.validate:
-            plan = await self._admitted(plan, current, meta.get("generation"), t)
-        acted = bool(plan.actions)
-        applied: ExecutionResult | None = None
-        children = writes.children_first(current, plan)
-        if children is not None:  # a brand-new job: its children, then a fresh decision that reports them
-            applied = await execute(self.kube, body, current, children)
-            self._remember(state, applied)
-            if not applied.create_failures:
-                plan, applied = self._decide(namespace, name, state, body, current, views, t, kueue), None
-        if applied is None:
-            deferrable = writes.progress_only(current, plan)
-            if deferrable:
-                wait = state.progress_wait(self.settings, time.monotonic())
-                if wait > 0:  # only progress moved: write it with the next change, or in `wait` seconds
-                    return pacing.deferred_write_delay(wait, plan.requeue_after)
-            applied = await execute(self.kube, body, current, plan)
-            self._remember(state, applied, deferrable)
-        else:  # children failed before any status: report them with the plan's own status and Events
-            await post_events(self.kube, body, plan.events)
-        if applied.conflict:
-            # The job changed since the body we hold (the watch is behind): read it once, decide again.
-            state.remember_write(await self.kube.get("PSTrainingJob", namespace, name))
-            return 0.0 if state.written is not None else None
-        key = f"{namespace}/{name}"
-        state.phase = plan.status.phase
-        metrics.set_phase(key, plan.status.phase)
-        metrics.set_job(key, plan.status, (body["spec"].get("training") or {}).get("steps"))
-        if applied.status_written:
-            for fmt, result in metrics.export_outcomes(current, plan.status):
-                metrics.EXPORT_ARTIFACTS.labels(format=fmt, result=result).inc()
-        for role in plan.recreated:
-            metrics.POD_RESTARTS.labels(role=role).inc()
-        if plan.job_restarted:
-            metrics.JOB_RESTARTS.inc()
-        if applied.create_failures:
-            changed, event = creation_failed(plan.status, meta.get("generation"), applied.create_failures, t)
-            if changed:
-                try:
-                    written = await self.kube.patch_status(
-                        namespace, name, writes.status_patch(plan.status), applied.resource_version
-                    )
-                    state.remember_write(written)
-                except ApiError as exc:
-                    if exc.status not in (404, 409):
-                        raise
-            if event:
-                await post_events(self.kube, body, [event])
+            plan = job_pass.admitted(plan, inp, await dry_run(self.kube, plan.validate))
+        applied = await execute(self.kube, body, current, plan)
+        self._record(state, applied)
+        outcome = applied.outcome()
+        state.memory, after = job_pass.remember(state.memory, inp, plan, outcome, time.monotonic(), self.settings)
+        if not outcome.conflict and not outcome.gone:
+            state.phase = plan.status.phase
+            metrics.record_pass(f"{namespace}/{name}", plan, outcome, (body["spec"].get("training") or {}).get("steps"))
+        if after == "gone":
+            return None
+        if after == "now":
+            return 0.0
+        if after == "backoff":
             return self._backoff(namespace, name)
         self.queue.forget(("job", namespace, name))
-        return pacing.next_pass(acted or bool(plan.actions), plan.requeue_after, self.settings.resync_seconds)
+        return after

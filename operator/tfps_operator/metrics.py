@@ -7,6 +7,7 @@ from typing import get_args
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 from .api.models import Phase, PSTrainingJobStatus
+from .reconcile.plan import Outcome, Plan
 
 PHASES: tuple[str, ...] = get_args(Phase)
 
@@ -124,21 +125,17 @@ def forget_job(key: str) -> None:
             pass
 
 
-def export_outcomes(before: PSTrainingJobStatus, after: PSTrainingJobStatus) -> list[tuple[str, str]]:
-    """(format, passed|failed) of every artifact whose outcome ``after`` records and ``before`` did not:
-    what to count when a status is written (an operator restart reads the stored status as ``before``,
-    so nothing is counted twice)."""
-
-    def seen(st: PSTrainingJobStatus) -> set[tuple[str, str | None, str]]:
-        ex = st.export
-        if ex is None:
-            return set()
-        return {(a.format, a.quantization, "passed") for a in ex.artifacts} | {
-            (f.format, f.quantization, "failed") for f in ex.failed
-        }
-
-    old = seen(before)
-    return sorted((fmt, result) for fmt, q, result in seen(after) - old)
+def record_pass(key: str, plan: Plan, outcome: Outcome, target_steps: int | None) -> None:
+    """Count what a pass of job ``key`` (namespace/name) carried out (not one whose status write was refused)."""
+    set_phase(key, plan.status.phase)
+    set_job(key, plan.status, target_steps)
+    if outcome.status_written:
+        for fmt, result in plan.export_outcomes:
+            EXPORT_ARTIFACTS.labels(format=fmt, result=result).inc()
+    for role in plan.recreated:
+        POD_RESTARTS.labels(role=role).inc()
+    if plan.job_restarted:
+        JOB_RESTARTS.inc()
 
 
 def serve(port: int, address: str) -> None:

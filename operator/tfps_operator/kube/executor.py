@@ -1,4 +1,7 @@
-"""Carry out a reconcile :class:`~tfps_operator.reconcile.plan.Plan`: status first, then children, then Events."""
+"""Carry out a :class:`~tfps_operator.reconcile.plan.Plan`: status first, then children, then Events (a
+brand-new job's children before its status); report what was found as an
+:class:`~tfps_operator.reconcile.plan.Outcome`. Nothing here decides: a refused write ends the
+plan, and the next pass decides what to do about it."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..api.models import PSTrainingJobStatus
-from ..reconcile.plan import Create, Delete, DeleteOwner, DeletePods, Event, PatchWorkload, Plan
+from ..reconcile.plan import Create, Delete, DeleteOwner, DeletePods, Event, Outcome, PatchWorkload, Plan, ReadJob
 from ..reconcile.writes import status_write
 from .client import ApiError, ChildConflict, Kube
 
@@ -26,37 +29,74 @@ class ExecutionResult:
 
     status_written: bool = False
     conflict: bool = False
-    """The job changed under us (status write refused by resourceVersion): reconcile again now."""
+    """The job changed under us (status write refused by resourceVersion)."""
+    gone: bool = False
+    """The job was not found (its status write or :class:`ReadJob`)."""
     create_failures: dict[str, str] = field(default_factory=dict)
     resource_version: str | None = None
     written: dict[str, Any] | None = None
-    """The job as our status write returned it (newer than the body we read, until the watch echoes it)."""
+    """The job as our status write (or :class:`ReadJob`) returned it (newer than the body we read,
+    until the watch echoes it)."""
     created: list[dict[str, Any]] = field(default_factory=list)
     """Children as their create (or adoption) returned them."""
     deleted: list[str] = field(default_factory=list)
     """uids of the children deleted now."""
 
+    def outcome(self) -> Outcome:
+        return Outcome(self.status_written, self.conflict, self.gone, dict(self.create_failures))
+
 
 async def execute(kube: Kube, body: Mapping[str, Any], current: PSTrainingJobStatus, plan: Plan) -> ExecutionResult:
     """Write the status (when it changed, conditionally on the body's resourceVersion), then the child
-    changes, then the Events. A refused status write stops there (``conflict``)."""
+    changes, then the Events; with :attr:`~Plan.children_first`, the children first, and the status
+    and Events only if every create succeeded. A refused status write stops there (``conflict``)."""
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
     out = ExecutionResult(resource_version=meta.get("resourceVersion"))
+    if any(isinstance(a, ReadJob) for a in plan.actions):
+        out.written = await kube.get("PSTrainingJob", ns, name)
+        out.gone = out.written is None
+        return out
+    if plan.children_first:
+        await _children(kube, ns, name, plan, out)
+        if out.create_failures or not await _status(kube, ns, name, current, plan, out):
+            return out
+    else:
+        if not await _status(kube, ns, name, current, plan, out):
+            return out
+        await _children(kube, ns, name, plan, out)
+    for action in plan.actions:
+        if isinstance(action, DeleteOwner) and await kube.delete("PSTrainingJob", ns, name, action.uid):
+            log.info("deleted PSTrainingJob %s/%s (ttlSecondsAfterFinished)", ns, name)
+    await post_events(kube, body, plan.events)
+    return out
+
+
+async def _status(
+    kube: Kube, ns: str, name: str, current: PSTrainingJobStatus, plan: Plan, out: ExecutionResult
+) -> bool:
+    """Write the plan's status when it changed; False when the write was refused (stale or gone)."""
     patch = status_write(current, plan.status)
-    if patch is not None:
-        try:
-            updated = await kube.patch_status(ns, name, patch, out.resource_version)
-        except ApiError as exc:
-            if exc.status in (404, 409):
-                out.conflict = True
-                return out
-            raise
-        out.status_written = True
-        out.written = updated
-        out.resource_version = updated["metadata"].get("resourceVersion")
-    # Children are independent of each other: create and delete them concurrently (bounded), the
-    # job itself (TTL) last.
+    if patch is None:
+        return True
+    try:
+        updated = await kube.patch_status(ns, name, patch, out.resource_version)
+    except ApiError as exc:
+        if exc.status == 409:
+            out.conflict = True
+            return False
+        if exc.status == 404:
+            out.gone = True
+            return False
+        raise
+    out.status_written = True
+    out.written = updated
+    out.resource_version = updated["metadata"].get("resourceVersion")
+    return True
+
+
+async def _children(kube: Kube, ns: str, name: str, plan: Plan, out: ExecutionResult) -> None:
+    """The plan's child changes; they are independent of each other: sent concurrently (bounded)."""
     limit = asyncio.Semaphore(CONCURRENCY)
     made: list[str] = []
     adopted: list[str] = []
@@ -96,11 +136,6 @@ async def execute(kube: Kube, body: Mapping[str, Any], current: PSTrainingJobSta
     for verb, keys in (("created", made), ("adopted", adopted)):
         if keys:  # one line per pass, not per child
             log.info("%s/%s: %s %s", ns, name, verb, ", ".join(sorted(keys)))
-    for action in plan.actions:
-        if isinstance(action, DeleteOwner) and await kube.delete("PSTrainingJob", ns, name, action.uid):
-            log.info("deleted PSTrainingJob %s/%s (ttlSecondsAfterFinished)", ns, name)
-    await post_events(kube, body, plan.events)
-    return out
 
 
 async def dry_run(kube: Kube, manifests: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int, str]]:

@@ -6,7 +6,7 @@ Parsing raw API objects here keeps :mod:`.machine` free of dict spelunking.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -242,4 +242,38 @@ def observe(
         workload=workload,
         flavors=flavors or {},
         priorities=priorities or {},
+    )
+
+
+def with_created(obs: Observed, manifests: Iterable[Mapping[str, Any]]) -> Observed:
+    """``obs`` with ``manifests`` added as the API server reports children right after their creation:
+    pods Pending and unscheduled, Jobs without a condition, a Workload not yet admitted."""
+    pods, export_pods, preflight_pods = list(obs.pods), list(obs.export_pods), list(obs.preflight_pods)
+    export_job, preflight_job, workload = obs.export_job, obs.preflight_job, obs.workload
+    existing = set(obs.existing)
+    for m in manifests:
+        kind, meta = m.get("kind"), m.get("metadata") or {}
+        component = (meta.get("labels") or {}).get(labels.COMPONENT)
+        new = {**m, "status": {}}
+        if kind == "Pod":
+            {labels.EXPORT_COMPONENT: export_pods, labels.PREFLIGHT_COMPONENT: preflight_pods}.get(
+                component or "", pods
+            ).append(pod_obs(new))
+        elif kind == "Job" and component == labels.PREFLIGHT_COMPONENT:
+            preflight_job = batch_job_obs(new)
+        elif kind == "Job":
+            export_job = batch_job_obs(new)
+        elif kind == "Workload":
+            workload = workload_obs(new)
+        else:
+            existing.add(f"{kind}/{meta.get('name', '')}")
+    return replace(
+        obs,
+        pods=tuple(pods),
+        export_pods=tuple(export_pods),
+        preflight_pods=tuple(preflight_pods),
+        export_job=export_job,
+        preflight_job=preflight_job,
+        workload=workload,
+        existing=frozenset(existing),
     )

@@ -1,13 +1,16 @@
-"""What one reconciliation decided: the new status, the child changes, the Events, when to look again.
+"""What one pass decided (the new status, the child changes, the Events, when to look again), and what
+carrying it out found (:class:`Outcome`, read by the next pass).
 
-The I/O layer (:mod:`tfps_operator.kube`) writes the status first (conditionally on the job's
-resourceVersion), then performs the actions in order, then posts the Events. Writing the status first
-makes every counted transition (a restart, a finish) durable before its side effects, so a crash in
-between is repaired by the next reconciliation instead of being counted twice.
+The I/O layer (:mod:`tfps_operator.kube.executor`) writes the status first (conditionally on the job's
+resourceVersion), then performs the actions, then posts the Events. Writing the status first makes
+every counted transition (a restart, a finish) durable before its side effects, so a crash in between
+is repaired by the next pass instead of being counted twice. The one exception is a brand-new job
+(:attr:`Plan.children_first`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -67,7 +70,13 @@ class PatchWorkload:
         return f"Workload/{self.name}"
 
 
-Action = Create | Delete | DeletePods | DeleteOwner | PatchWorkload
+@dataclass(frozen=True)
+class ReadJob:
+    """Read the job itself: its status write was refused for a stale resourceVersion and the watch has
+    not delivered a newer body yet. A plan with this action has no other."""
+
+
+Action = Create | Delete | DeletePods | DeleteOwner | PatchWorkload | ReadJob
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,16 @@ class Plan:
     template), the claim and the Jobs; not the Service and NetworkPolicy, which the operator builds
     alone (:data:`~.machine.OPERATOR_BUILT`). A refusal fails the job instead
     (:func:`~.admission.verdict`), so nothing of a run the API server would not admit is created."""
+    children_first: bool = False
+    """Create the children before writing the status, which already reports them; the status and
+    Events are left out when a create fails (a brand-new job: nothing counted yet needs to be durable
+    first, and one status write is saved)."""
+    progress_only: bool = False
+    """The status write only moves counts or wording (it was spaced out, :func:`.pacing.progress_wait`)."""
+    backoff: bool = False
+    """The next pass waits the queue's per-job back-off (creates were refused: reported now, retried then)."""
+    export_outcomes: list[tuple[str, str]] = field(default_factory=list)
+    """(format, passed|failed) of each artifact whose outcome this status records first (for the metric)."""
 
     def creates(self) -> list[Create]:
         return [a for a in self.actions if isinstance(a, Create)]
@@ -112,3 +131,16 @@ class Plan:
     def requeue(self, seconds: float) -> None:
         seconds = max(0.0, seconds)
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What carrying out a plan found that the next pass must know."""
+
+    status_written: bool = False
+    conflict: bool = False
+    """The status write was refused: the job changed since the body the pass read."""
+    gone: bool = False
+    """The job was not found."""
+    create_failures: Mapping[str, str] = field(default_factory=dict)
+    """``Kind/name`` -> the API server's message, for each create it refused."""

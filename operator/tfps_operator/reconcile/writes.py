@@ -1,5 +1,4 @@
-"""What a pass writes to the job's status, which changes are written at once, and in which order a
-brand-new job's first writes go.
+"""What a pass writes to the job's status, and which changes are written at once.
 
 The I/O layer (:mod:`tfps_operator.kube.executor`) sends what these functions return; the spacing of
 the writes that may wait is in :mod:`.pacing`.
@@ -84,18 +83,6 @@ def progress_only(current: PSTrainingJobStatus, plan: Plan) -> bool:
     """True when ``plan`` does nothing but a minor status change: no child to change, no Event. Its
     write may be deferred (:func:`.pacing.progress_wait`)."""
     return not plan.actions and not plan.events and minor_status_change(current, plan.status)
-
-
-def children_first(current: PSTrainingJobStatus, plan: Plan) -> Plan | None:
-    """For a brand-new job (no phase yet) whose plan creates children: the plan's child changes alone,
-    with the status left as it is, to carry out before its first status write; None otherwise.
-
-    Nothing is counted yet for such a job (no restart to make durable first), so its children may go
-    before its first status, which then reports them: one status write, not two. Every other plan
-    writes its status first (:mod:`.plan`)."""
-    if current.phase is None and plan.creates():
-        return Plan(status=current, actions=list(plan.actions))
-    return None
 
 
 def _has_alias(wire_name: str) -> bool:

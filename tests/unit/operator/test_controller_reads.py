@@ -158,15 +158,69 @@ def test_a_restart_is_durable_before_its_pods_are_recreated():
     assert kube.job["status"]["restarts"] == 1
 
 
-def test_a_refused_status_write_reads_the_job_once_and_decides_again_from_it():
+def test_a_refused_status_write_reads_the_job_once_in_the_next_pass_which_decides_nothing_else():
     kube = RecordingKube(job_body(), conflict_once=True)
     controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
     state = _JobState()
-    assert one_pass(controller, state, job_body(), empty_views()) == 0.0
-    assert kube.calls[-2:] == [("PATCH", "status", "mnist"), ("GET", "PSTrainingJob", "mnist")]
+    assert one_pass(controller, state, job_body(), empty_views()) == 0.0  # the next pass comes at once
+    assert kube.calls[-1] == ("PATCH", "status", "mnist") and ("GET", "PSTrainingJob", "mnist") not in kube.calls
     kube.calls.clear()
-    one_pass(controller, state, job_body(), empty_views())  # live body still stale: the re-read wins
+    assert one_pass(controller, state, job_body(), empty_views()) == 0.0  # the watch is still behind
+    assert kube.calls == [("GET", "PSTrainingJob", "mnist")]
+    kube.calls.clear()
+    one_pass(controller, state, job_body(), empty_views())  # live body still stale: the read one wins
     assert kube.calls == [("PATCH", "status", "mnist"), ("POST", "Event", "Accepted")]  # no child created twice
+
+
+def test_a_newer_body_from_the_watch_after_a_refused_write_needs_no_read():
+    kube = RecordingKube(job_body(), conflict_once=True)
+    controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
+    state = _JobState()
+    one_pass(controller, state, job_body(), empty_views())
+    kube.calls.clear()
+    one_pass(controller, state, kube.job, empty_views())  # the watch delivered the newer body
+    assert kube.calls == [("PATCH", "status", "mnist"), ("POST", "Event", "Accepted")]
+
+
+def test_refused_creates_are_reported_by_the_next_pass_then_retried_after_the_back_off():
+    class RefusingKube(RecordingKube):
+        refusing = True
+
+        async def create_or_adopt(self, manifest: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+            if self.refusing and manifest["metadata"]["name"] == "mnist-worker-1":
+                self.calls.append(("POST", "Pod", "mnist-worker-1"))
+                raise ApiError(403, "Forbidden", "exceeded quota: pods=4", "POST", "pods")
+            return await super().create_or_adopt(manifest)
+
+    kube = RefusingKube(job_body())
+    controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
+    state = _JobState()
+    # A brand-new job: its children first; one refused, so no status yet, and the next pass comes now.
+    assert one_pass(controller, state, job_body(), empty_views()) == 0.0
+    assert not [c for c in kube.calls if c[0] == "PATCH"] and ("POST", "Pod", "mnist-worker-1") in kube.calls
+    kube.calls.clear()
+    # That pass reports the refusal (status and Event), creates nothing, and waits the back-off.
+    backoff = one_pass(controller, state, job_body(), empty_views())
+    assert backoff is not None and backoff > 0
+    assert not [c for c in kube.calls if c[0] == "POST" and c[1] != "Event"]
+    assert ("POST", "Event", "CreateFailed") in kube.calls and ("POST", "Event", "Accepted") in kube.calls
+    created = {c["type"]: c for c in kube.job["status"]["conditions"]}["Created"]
+    assert created["status"] == "False" and "Pod/mnist-worker-1: exceeded quota" in created["message"]
+    # After the back-off: refused again, reported again without a second Event, a longer back-off.
+    kube.calls.clear()
+    assert one_pass(controller, state, kube.job, empty_views()) == 0.0
+    assert kube.calls == [("POST", "Pod", "mnist-worker-1")]
+    kube.calls.clear()
+    assert one_pass(controller, state, kube.job, empty_views()) > backoff
+    assert kube.calls == []  # the condition already says so: nothing to write
+    # Quota freed: created, and the job's back-off starts afresh.
+    kube.refusing = False
+    kube.calls.clear()
+    one_pass(controller, state, kube.job, empty_views())
+    assert ("POST", "Pod", "mnist-worker-1") in kube.calls
+    one_pass(controller, state, kube.job, empty_views())  # the pass after reports every child there
+    assert {c["type"]: c["status"] for c in kube.job["status"]["conditions"]}["Created"] == "True"
+    assert controller.queue.add_rate_limited(("job", "team-a", "mnist")) == SETTINGS.retry_base_seconds
 
 
 def test_the_live_body_wins_once_it_is_as_new_as_our_write():
@@ -312,27 +366,9 @@ def test_a_pass_that_only_moves_counts_right_after_a_write_defers_it():
     views = Views(pods={("team-a", "mnist"): scheduled}, export_jobs={}, children=({},))
     delay = one_pass(controller, state, job_body(), views)
     assert kube.calls == [] and 0 < delay <= 60.0  # one pod scheduled: only the Scheduled message moved
-    state.last_status_write -= 61.0
+    state.memory = dataclasses.replace(state.memory, last_status_write=state.memory.last_status_write - 61.0)
     one_pass(controller, state, job_body(), views)
     assert kube.calls == [("PATCH", "status", "mnist")]
-
-
-def test_progress_only_writes_space_out_and_a_significant_write_resets_them():
-    import dataclasses
-
-    from tfps_operator.kube.executor import ExecutionResult
-
-    settings = dataclasses.replace(SETTINGS, status_interval_seconds=3.0, status_interval_max_seconds=30.0)
-    state = _JobState()
-    waits = []
-    for _ in range(6):  # six progress-only writes in a row
-        Controller._remember(state, ExecutionResult(status_written=True), progress_only=True)
-        waits.append(round(state.progress_wait(settings, state.last_status_write), 6))
-    assert waits == [6.0, 12.0, 24.0, 30.0, 30.0, 30.0]
-    Controller._remember(state, ExecutionResult(status_written=False), progress_only=True)  # nothing written: no change
-    assert state.progress_writes == 6
-    Controller._remember(state, ExecutionResult(status_written=True))  # a phase change, say
-    assert state.progress_writes == 0 and state.progress_wait(settings, state.last_status_write) == 3.0
 
 
 def test_at_most_max_concurrent_passes_jobs_reconcile_at_once():

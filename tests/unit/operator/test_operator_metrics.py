@@ -43,25 +43,3 @@ def test_job_gauges_follow_the_status_and_go_when_the_job_does():
     metrics.forget_job("ml/mnist")
     assert _value("tfps_job_step", **ids) is None and _value("tfps_job_condition", **ids, type="Running") is None
     assert _value("tfps_job_phase", **ids, phase="Running") is None
-
-
-def test_export_outcomes_count_each_artifact_once():
-    before = _status(phase="Exporting")
-    after = _status(
-        phase="Succeeded",
-        export={
-            "step": 100,
-            "artifacts": [
-                {"format": "savedmodel", "path": "exports/100/savedmodel"},
-                {"format": "tflite", "path": "exports/100/model.tflite", "quantization": "none"},
-            ],
-            "failed": [{"format": "onnx", "reason": "ConversionFailed", "message": "op not supported"}],
-        },
-    )
-    assert metrics.export_outcomes(before, after) == [
-        ("onnx", "failed"),
-        ("savedmodel", "passed"),
-        ("tflite", "passed"),
-    ]
-    # the next pass (or an operator restart) starts from the stored status: nothing new to count
-    assert metrics.export_outcomes(after, after) == []

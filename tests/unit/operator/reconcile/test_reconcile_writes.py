@@ -1,4 +1,4 @@
-"""What a pass writes to the job's status, which changes wait, and a brand-new job's first writes (pure)."""
+"""What a pass writes to the job's status, which changes wait (pure)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,9 @@ from typing import Any
 
 from support.operator_helpers import status
 from tfps_operator.api.models import PSTrainingJobStatus
-from tfps_operator.reconcile.plan import Create, Delete, Event, Plan
+from tfps_operator.reconcile.plan import Delete, Event, Plan
 from tfps_operator.reconcile.writes import (
     OWNED_STATUS_FIELDS,
-    children_first,
     minor_status_change,
     progress_only,
     status_write,
@@ -58,21 +57,3 @@ def test_a_count_moving_alongside_a_child_change_or_an_event_is_written_at_once(
 
 def test_a_new_checkpoint_is_significant():
     assert not minor_status_change(pending(), pending(checkpoint={"step": 10}))
-
-
-def test_a_brand_new_job_creates_its_children_before_its_first_status_write():
-    current = status()
-    plan = Plan(status=pending(), actions=[Create(POD)], events=[Event("Normal", "Accepted", "x")], requeue_after=3.0)
-    children = children_first(current, plan)
-    assert children is not None
-    assert children.status == current  # no status write in this step
-    assert children.actions == plan.actions and children.events == [] and children.requeue_after is None
-
-
-def test_a_job_with_a_phase_writes_its_status_before_any_child():
-    plan = Plan(status=pending(restarts=1), actions=[Create(POD)])
-    assert children_first(pending(), plan) is None
-
-
-def test_a_brand_new_job_with_nothing_to_create_writes_its_status_first():
-    assert children_first(status(), Plan(status=pending())) is None
