@@ -337,6 +337,13 @@ INVALID: list[Case] = [
         for r in ("chief", "ps", "worker", "evaluator")
     ],
     case("template-args-without-script", f"{WT}.command", _set(f"{WT}.args", ["--x"])),
+    case(
+        "keras-for-a-contract-module",
+        "spec.model.keras",
+        _set("spec.model.keras", "legacy"),
+        why="keras chooses tf.keras for a program of one's own; a contract module imports its Keras",
+    ),
+    case("keras-unknown", "spec.model.keras", _set("spec.model.keras", "keras2")),
     case("script-empty-command", "spec.model.command", _set("spec.model.command", [])),
     case("script-empty-argument", "spec.model.command[1]", _set("spec.model.command", ["python", ""])),
     case(

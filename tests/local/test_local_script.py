@@ -103,6 +103,51 @@ def test_progress_reports_and_step_read_from_the_checkpoint_not_its_name(tmp_pat
     assert sorted(a["format"] for a in manifest["artifacts"]) == ["keras", "onnx", "savedmodel"]
 
 
+TF_KERAS_FIT = [
+    "python",
+    str(SCRIPTS / "ps_fit_tf_keras.py"),
+    "--checkpoint-dir",
+    "$(TFPS_CHECKPOINT_DIR)",
+    "--log-dir",
+    "$(TFPS_TENSORBOARD_DIR)",
+    "--model-dir",
+    "$(TFPS_MODEL_DIR)",
+]
+
+
+def test_a_tf_keras_2_program_fitting_under_ps_runs_unchanged_by_default(tmp_path: Path) -> None:
+    """tf.keras model.fit under ParameterServerStrategy, ModelCheckpoint with one fixed name (replaced in
+    place every epoch), optimizer.lr, model.save(dir): Keras 2 idioms, run through tf_keras."""
+    res = tfps_run(script_job(tmp_path, "fit2", TF_KERAS_FIT), tmp_path / "work")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    seen = checkpoint_steps(res.stdout)
+    assert seen and seen[-1] == 120 and seen == sorted(seen) and set(seen) <= {40, 80, 120}, res.stdout
+    assert "completed step 120/120; final checkpoint" in res.stdout, res.stdout
+    root = tmp_path / "work" / "default" / "fit2"
+    log = (root / "logs" / "chief-0.log").read_text()
+    assert "epoch 3: learning rate now 0.0063" in log, log[-2000:]
+    manifest = json.loads((root / "exports" / "120" / "manifest.json").read_text())
+    assert manifest["source"] == {"kind": "savedmodel", "path": "model"}
+    assert manifest["versions"]["tf_keras"]
+    assert sorted(a["format"] for a in manifest["artifacts"]) == ["onnx", "savedmodel", "tflite"]
+    assert all(a["verification"]["passed"] for a in manifest["artifacts"]), manifest["artifacts"]
+
+
+def test_a_keras_2_program_under_keras_3_fails_at_once_with_the_fix(tmp_path: Path) -> None:
+    model = {"command": TF_KERAS_FIT, "keras": "keras3"}
+    job = script_job(tmp_path, "fit3", TF_KERAS_FIT, runPolicy={"backoffLimit": 3})
+    doc = yaml.safe_load(job.read_text())
+    doc["spec"]["model"] = model
+    job.write_text(yaml.safe_dump(doc))
+    res = tfps_run(job, tmp_path / "work", timeout=240)
+    assert res.returncode == 1, res.stdout + res.stderr
+    # permanent at once: no restart of a deterministic error; the program's own code is still shown
+    assert "chief failed (exit code 8 (Incompatible, permanent)); a permanent error, not retried" in res.stderr
+    assert "restarting the job" not in res.stdout + res.stderr, res.stdout
+    assert "exited with code 1; hint (Keras3Incompatible): " in res.stderr, res.stderr
+    assert "spec.model.keras: legacy" in res.stderr
+
+
 def test_program_that_exits_2_at_once_fails_with_its_own_reason(tmp_path: Path) -> None:
     script = tmp_path / "bad.py"
     script.write_text(

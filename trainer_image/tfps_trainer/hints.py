@@ -20,9 +20,31 @@ class Hint:
     fatal_after: int | None = None
     """After this many matching lines the run cannot recover (TensorFlow retries the failing closures
     without end): the process stops with a permanent error instead of flooding until it aborts."""
+    deterministic: bool = False
+    """A program that failed with this in its output fails the same way on every attempt: script mode
+    reports it as :data:`~tfps_wire.exitcodes.INCOMPATIBLE` (permanent), not as its own exit code."""
 
+
+KERAS3_FIX = (
+    "this program is written for Keras 2 (tf.keras of TF <= 2.15) and ran under Keras 3: set "
+    "spec.model.keras: legacy (TF_USE_LEGACY_KERAS=1 with tf_keras; the default in script mode), or port it "
+    "to Keras 3 (model.fit does not take ParameterServerStrategy datasets: use a custom loop with "
+    "ClusterCoordinator; save with model.save('...keras') or model.export(dir); weights end in .weights.h5; "
+    "optimizer.learning_rate, not optimizer.lr)"
+)
 
 HINTS: tuple[Hint, ...] = (
+    Hint(
+        "Keras3Incompatible",
+        re.compile(
+            r"you need to pass this dataset to ClusterCoordinator\.create_per_worker_dataset|"
+            r"filepath provided must end in `\.weights\.h5`|The filename must end in `\.weights\.h5`|"
+            r"Invalid filepath extension for saving|"
+            r"'\w*(Optimizer|SGD|Adam\w*|Adagrad|RMSprop|Ftrl|Nadam|Adadelta|Lion)' object has no attribute 'lr'"
+        ),
+        KERAS3_FIX,
+        deterministic=True,
+    ),
     Hint(
         "OutsideScope",
         re.compile(

@@ -39,6 +39,9 @@ NUMERICS = 4
 LOST_CLUSTER = 5
 PREEMPTED = 6
 INFRASTRUCTURE = 7
+INCOMPATIBLE = 8
+"""Script mode: the program failed on a known, deterministic incompatibility (a Keras 2 program under
+Keras 3, say), recognised from its output; the reason keeps the program's own exit code and the hint."""
 PROGRAM_NOT_FOUND = 127
 """Script mode: the program could not be started (no such file, not executable), as a shell reports it."""
 INTERRUPTED = 130
@@ -85,6 +88,13 @@ TABLE: tuple[ExitCode, ...] = (
         "stopped by SIGTERM (preemption, drain, suspend, deletion) after saving a checkpoint of the last step",
     ),
     ExitCode(INFRASTRUCTURE, "Infrastructure", "retryable", "the environment failed: checkpoint storage not writable"),
+    ExitCode(
+        INCOMPATIBLE,
+        "Incompatible",
+        "permanent",
+        "script mode: the program failed on a known incompatibility its output shows (e.g. a Keras 2 program "
+        "under Keras 3); the reason has its own exit code and a hint naming the fix",
+    ),
     ExitCode(
         PROGRAM_NOT_FOUND,
         "ProgramNotFound",

@@ -104,11 +104,21 @@ class Paths(_Frozen):
         return join(self.root, "model")
 
 
+LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
+"""TensorFlow's switch: "1" makes ``tf.keras`` tf_keras (Keras 2), anything else Keras 3."""
+
+
 class ScriptSettings(_Frozen):
     """Script mode: the program each role runs (wrapped by :mod:`tfps_trainer.script`)."""
 
     programs: dict[str, tuple[str, ...]] = Field(min_length=1)
     """Role (chief, ps, worker, evaluator) -> argv, before ``$(VAR)`` expansion."""
+    keras: Literal["legacy", "keras3"] = "legacy"
+    """Which Keras ``tf.keras`` is in the program and the exporter: legacy (Keras 2 through tf_keras) or keras3."""
+
+    def keras_env(self) -> dict[str, str]:
+        """The variable that makes TensorFlow's ``tf.keras`` the chosen Keras (read when TF is first imported)."""
+        return {LEGACY_KERAS_ENV: "1" if self.keras == "legacy" else "0"}
 
 
 class JobSettings(_Frozen):

@@ -631,6 +631,11 @@ class ModelSpec(_Model):
             cel(
                 "has(self.module) || has(self.command)", "set module (a contract module) or command (your own program)"
             ),
+            cel(
+                "!has(self.keras) || has(self.command)",
+                "keras applies to script mode (command): a contract module imports the Keras it uses",
+                ".keras",
+            ),
         )
     )
 
@@ -656,6 +661,14 @@ class ModelSpec(_Model):
     )
     source: CodeSource | None = Field(
         default=None, description="Code from a ConfigMap, on PYTHONPATH and the working directory."
+    )
+    keras: Literal["legacy", "keras3"] | None = Field(
+        default=None,
+        description=(
+            "Script mode: which Keras tf.keras is in the program and the export Job. legacy (the default): Keras 2 "
+            "through tf_keras (TF_USE_LEGACY_KERAS=1), as programs written for TensorFlow <= 2.15 expect "
+            "(model.fit under ParameterServerStrategy, optimizer.lr, model.save(dir)); keras3: Keras 3."
+        ),
     )
 
     @property

@@ -35,7 +35,10 @@ def _script(job: PSTrainingJob) -> ScriptSettings | None:
     if not job.spec.model.script_mode:
         return None
     counts = replica_counts(job)
-    return ScriptSettings(programs={r: tuple(job.spec.program(r) or ()) for r in ROLES if counts[r]})
+    return ScriptSettings(
+        programs={r: tuple(job.spec.program(r) or ()) for r in ROLES if counts[r]},
+        keras=job.spec.model.keras or "legacy",
+    )
 
 
 def job_settings(job: PSTrainingJob, mount_path: str | None = None, code_dir: str | None = None) -> JobSettings:

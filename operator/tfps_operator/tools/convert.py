@@ -12,8 +12,9 @@ What maps (TFJob field -> PSTrainingJob field):
   nearest: a replica that succeeded is not restarted here), the ``tensorflow`` container's
   ``image`` (``spec.image`` when every replica type has the same), ``command`` + ``args`` (the program:
   ``spec.model.command`` when the same everywhere, else per replica type ``template.spec.command``),
-  ``env``, ``resources``, ``volumeMounts``, ``securityContext``, the ``tfjob-port`` port
-  (``training.port``); the pod's ``nodeSelector``, ``tolerations``, ``affinity``,
+  ``env`` (``TF_USE_LEGACY_KERAS`` becomes ``model.keras``; without it the job runs Keras 2, as a
+  TensorFlow <= 2.15 program expects), ``resources``, ``volumeMounts``, ``securityContext``, the
+  ``tfjob-port`` port (``training.port``); the pod's ``nodeSelector``, ``tolerations``, ``affinity``,
   ``topologySpreadConstraints``, ``priorityClassName``, ``imagePullSecrets``, ``serviceAccountName``,
   ``automountServiceAccountToken``, ``initContainers``, ``volumes``, ``securityContext``, and the
   template's labels and annotations; ``schedulerName`` -> ``runPolicy.schedulerName``.
@@ -90,6 +91,8 @@ POD_OWNED = {
 CONTAINER_FIELDS = {"env": "env", "volumeMounts": "volumeMounts", "securityContext": "securityContext"}
 CONTAINER_OWNED = {"name": None, "image": None, "command": None, "args": None, "resources": None, "ports": None}
 RESERVED_ENV = ("TF_CONFIG",)
+LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
+"""Becomes ``spec.model.keras`` (the wrapper sets it for the program and the exporter from that field)."""
 
 
 class ConvertError(ValueError):
@@ -110,6 +113,8 @@ class Conversion:
     job: dict[str, Any]
     not_carried: list[NotCarried] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    keras: set[str] = field(default_factory=set)
+    """``spec.model.keras`` values the replicas' ``TF_USE_LEGACY_KERAS`` asked for."""
 
 
 def _replicas(spec: dict[str, Any], where: str) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -214,6 +219,10 @@ def _replica(
         if c.get(k):
             tspec[ours] = copy.deepcopy(c[k])
     if "env" in tspec:
+        for e in tspec["env"]:
+            if e.get("name") == LEGACY_KERAS_ENV and "value" in e:
+                conv.keras.add("legacy" if str(e["value"]).lower() in ("1", "true") else "keras3")
+        tspec["env"] = [e for e in tspec["env"] if e.get("name") != LEGACY_KERAS_ENV or "value" not in e]
         kept = [
             e
             for e in tspec["env"]
@@ -317,6 +326,18 @@ def convert(doc: dict[str, Any]) -> Conversion:
                 built[role]["image"] = image
     chief_program = programs["chief"]
     job_spec["model"] = {"command": chief_program}
+    if len(conv.keras) > 1:
+        raise ConvertError(
+            f"spec.tfReplicaSpecs: the replicas set {LEGACY_KERAS_ENV} differently; one Keras runs the whole job"
+        )
+    if conv.keras:
+        job_spec["model"]["keras"] = conv.keras.pop()
+        conv.notes.append(f"env {LEGACY_KERAS_ENV} became spec.model.keras: {job_spec['model']['keras']}")
+    else:
+        conv.notes.append(
+            "spec.model.keras: legacy by default (tf.keras is Keras 2 from tf_keras, as in TensorFlow <= 2.15); "
+            "set keras3 for a program written for Keras 3"
+        )
     for role, program in programs.items():
         if program != chief_program:
             built[role].setdefault("template", {}).setdefault("spec", {})["command"] = program

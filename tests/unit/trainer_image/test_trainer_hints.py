@@ -116,3 +116,47 @@ def test_a_hopeless_run_whose_main_thread_ignores_the_interrupt_still_ends_with_
     assert last.startswith("tfps-trainer chief/0: training cannot proceed:") and "unknown device" in last, last
     assert "hint: a resource used by the training step" in last and last.count("hint:") == 1, last
     assert termination.read_text().strip().splitlines()[-1] == last
+
+
+KERAS3_FAILURES = (
+    # Keras 3 model.fit on a ParameterServerStrategy dataset
+    "ValueError: To use this dataset, you need to pass this dataset to ClusterCoordinator.create_per_worker_dataset.",
+    # Keras 2 ModelCheckpoint(save_weights_only=True) with a TF checkpoint prefix
+    "ValueError: When using `save_weights_only=True` in `ModelCheckpoint`, the filepath provided must end in "
+    "`.weights.h5` (Keras weights format). Received: filepath=/data/ckpt/weights",
+    # Keras 2 model.save(dir)
+    "ValueError: Invalid filepath extension for saving. Please add either a `.keras` extension for the native "
+    "Keras format (recommended) or a `.h5` extension.",
+    # Keras 2 optimizer.lr
+    "AttributeError: 'SGD' object has no attribute 'lr'",
+    "AttributeError: 'Adam' object has no attribute 'lr'",
+)
+
+
+def test_a_keras_2_program_under_keras_3_is_recognised_and_named_deterministic():
+    for line in KERAS3_FAILURES:
+        hint = find(line)
+        assert hint is not None and hint.name == "Keras3Incompatible" and hint.deterministic, line
+        assert "spec.model.keras: legacy" in hint.hint
+    assert find("AttributeError: 'Model' object has no attribute 'lr_schedule'") is None
+    assert find("ValueError: Shapes (None, 1) and (None, 10) are incompatible") is None
+
+
+def test_a_program_failing_on_a_deterministic_hint_exits_incompatible_with_its_own_code_in_the_reason():
+    from tfps_trainer.script.wrapper import describe_exit, failure_code
+
+    scanner = Scanner()
+    for line in ["Epoch 1/3", KERAS3_FAILURES[0]]:
+        scanner.feed(line)
+    hint = scanner.best()
+    assert hint is not None
+    assert failure_code(1, hint) == exitcodes.INCOMPATIBLE
+    assert exitcodes.kind(exitcodes.INCOMPATIBLE) == "permanent"
+    assert failure_code(exitcodes.PREEMPTED, hint) == exitcodes.PREEMPTED  # a preemption stays one
+    reason = describe_exit(["python", "train.py"], 1, ["Epoch 1/3", KERAS3_FAILURES[0]], hint)
+    assert reason.startswith("program python train.py exited with code 1; hint (Keras3Incompatible): ")
+    assert "last lines: Epoch 1/3" in reason
+    # a hint that is not deterministic keeps the program's code
+    other = Scanner()
+    other.feed("/job:ps/replica:0/task:0 UNAVAILABLE: Socket closed")
+    assert failure_code(1, other.best()) == 1

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tfps_wire.export_result import ExportFailed, FormatFailure, encode, exit_code, parse_any
+from tfps_wire.job_settings import JobSettings, SettingsError
 from tfps_wire.termination import write_termination_log
 
 from .journal import JOURNAL_ENV, crash_failure, last_begun
@@ -38,6 +39,16 @@ def _describe(rc: int) -> str:
         except ValueError:
             return f"signal {-rc}"
     return f"exit code {rc}"
+
+
+def _keras_env() -> dict[str, str]:
+    """Script mode: the Keras the program ran with (``spec.model.keras``) is ``tf.keras`` in the worker
+    too. Unreadable settings change nothing here: the worker reports them."""
+    try:
+        script = JobSettings.from_env().script
+    except SettingsError:
+        return {}
+    return script.keras_env() if script is not None else {}
 
 
 def supervise(argv: list[str]) -> Result:
@@ -66,7 +77,7 @@ def supervise(argv: list[str]) -> Result:
                 "--skip",
                 str(skip_file),
             ]
-            child = subprocess.Popen(cmd, env={**os.environ, JOURNAL_ENV: str(journal)})
+            child = subprocess.Popen(cmd, env={**os.environ, **_keras_env(), JOURNAL_ENV: str(journal)})
             rc = child.wait()
             if result_file.is_file():
                 return parse_any(result_file.read_text(encoding="utf-8"))

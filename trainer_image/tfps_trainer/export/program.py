@@ -11,8 +11,10 @@ program's latest checkpoint (read from the checkpoint), 0 when it wrote none.
 
 from __future__ import annotations
 
+import json
 import re
 import types
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,8 +62,22 @@ def find_model(settings: JobSettings) -> SavedModelRef:
     )
 
 
-def load_keras_model(ref: SavedModelRef) -> Any:
-    """The saved Keras model with its trained weights (Keras 3 first for .keras, else tf_keras)."""
+def _saved_by(ref: SavedModelRef) -> str | None:
+    """``keras3`` or ``legacy``: which Keras wrote a ``.keras`` file (its ``metadata.json``), if it says."""
+    if ref.kind != "keras":
+        return None
+    try:
+        with zipfile.ZipFile(ref.path) as z:
+            version = str(json.loads(z.read("metadata.json")).get("keras_version", ""))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+    return "keras3" if version.startswith("3.") else "legacy" if version.startswith("2.") else None
+
+
+def load_keras_model(ref: SavedModelRef, keras: str = "legacy") -> Any:
+    """The saved Keras model with its trained weights: first with the Keras that wrote it (a ``.keras``
+    file says), else the one the program ran with (``spec.model.keras``: legacy, tf_keras; keras3,
+    Keras 3), then with the other."""
     if ref.kind == "savedmodel" and not (ref.path / "keras_metadata.pb").is_file():
         raise ExportError(
             "ContractError",
@@ -71,7 +87,7 @@ def load_keras_model(ref: SavedModelRef) -> Any:
             ),
         )
     errors = []
-    loaders = ("keras", "tf_keras") if ref.kind == "keras" else ("tf_keras", "keras")
+    loaders = ("keras", "tf_keras") if (_saved_by(ref) or keras) == "keras3" else ("tf_keras", "keras")
     for name in loaders:
         try:
             module = __import__(name)
@@ -149,7 +165,7 @@ def _read_samples(path: Path, sig: dict[str, tf.TensorSpec]) -> dict[str, np.nda
 def contract(settings: JobSettings) -> ModelContract:
     """The saved model as a :class:`ModelContract` the export pipeline runs on unchanged."""
     ref = find_model(settings)
-    model = load_keras_model(ref)
+    model = load_keras_model(ref, settings.script.keras if settings.script else "legacy")
     sig, as_dict = _signature(model, ref.rel)
     samples_path = Path(settings.paths.model) / SAMPLES_FILE
 

@@ -14,6 +14,8 @@
 ``TFPS_STEPS``         ``spec.training.steps`` when set
 ``TFPS_TASK_TYPE``,    this task's type and index (also in ``TF_CONFIG``)
 ``TFPS_TASK_INDEX``
+``TF_USE_LEGACY_KERAS`` ``1`` (``spec.model.keras: legacy``, the default: ``tf.keras`` is Keras 2 from
+                       tf_keras) or ``0`` (``keras3``)
 =====================  ==================================================================================
 """
 
@@ -62,6 +64,8 @@ def program_env(
     )
     if settings.steps is not None:
         env[STEPS_ENV] = str(settings.steps)
+    if settings.script is not None:
+        env.update(settings.script.keras_env())
     if settings.code_dir:
         env["PYTHONPATH"] = os.pathsep.join(x for x in (settings.code_dir, env.get("PYTHONPATH", "")) if x)
     return env

@@ -76,6 +76,9 @@ class CheckpointFollower:
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self.last_prefix: str | None = None
+        self._last_seen: tuple[str, int] | None = None
+        """(prefix, its index file's mtime in ns) of the last checkpoint read: a program that saves
+        under one name every time (Keras' ``ModelCheckpoint`` with a fixed filepath) replaces it in place."""
         self.latest: CheckpointInfo | None = None
         self.notes: list[str] = []
         self._unreadable: set[str] = set()
@@ -83,7 +86,13 @@ class CheckpointFollower:
     def poll(self) -> CheckpointInfo | None:
         """The latest checkpoint if it is new since the last call (None otherwise)."""
         prefix = latest_prefix(self.directory)
-        if prefix is None or prefix == self.last_prefix:
+        if prefix is None:
+            return None
+        try:
+            seen = (prefix, os.stat(prefix + ".index").st_mtime_ns)
+        except OSError:
+            return None
+        if seen == self._last_seen:
             return None
         try:
             found = checkpoint_step(prefix)
@@ -94,14 +103,15 @@ class CheckpointFollower:
                     f"cannot read checkpoint {prefix}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
                 )
             return None  # tried again on the next poll: the state file may name a newer one by then
-        self.last_prefix = prefix
+        previous, self.last_prefix, self._last_seen = self.last_prefix, prefix, seen
         if found is None:
+            if previous == prefix:  # said once per name
+                return None
             self.notes.append(
                 f"checkpoint {prefix} has no step variable ({', '.join(STEP_NAMES + ITERATION_NAMES)}); "
                 "its step is unknown: checkpoint a tf.Variable named step, or the optimizer"
             )
             return None
-        mtime = os.path.getmtime(prefix + ".index")
-        when = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="seconds")
+        when = datetime.fromtimestamp(seen[1] / 1e9, UTC).isoformat(timespec="seconds")
         self.latest = CheckpointInfo(step=found[0], path=prefix, time=when)
         return self.latest

@@ -1,8 +1,11 @@
 """The supervisor of a script-mode program: one per replica, the container's main process.
 
 It starts the program (same TF_CONFIG, plus :mod:`.env`), forwards SIGTERM/SIGINT/SIGHUP to it,
-streams its output line by line and keeps the last lines for the termination message, and exits
-with the program's exit code (:func:`program_exit_code`), so the failure policy judges the program.
+streams its output line by line, keeps the last lines for the termination message and scans them for
+the classic failures (:mod:`tfps_trainer.hints`), and exits with the program's exit code
+(:func:`program_exit_code`), so the failure policy judges the program. A failure whose output shows a
+known deterministic incompatibility exits :data:`~tfps_wire.exitcodes.INCOMPATIBLE` instead (permanent:
+another attempt fails the same way); the reason keeps the program's own code and names the fix.
 On the chief it serves the progress endpoint, fed by the checkpoints the program writes
 (:class:`.follow.CheckpointFollower`) and by :func:`tfps_trainer.script.report`.
 """
@@ -24,6 +27,7 @@ from tfps_wire.termination import format_success, termination_line, write_termin
 
 from ..cluster import TaskConfig
 from ..errors import TrainerError, report_failure
+from ..hints import Hint, Scanner
 from .env import expand, program_env
 from .follow import CheckpointFollower
 from .progress_file import read_report
@@ -44,25 +48,40 @@ def program_exit_code(returncode: int, terminated: bool = False) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def describe_exit(argv: list[str], code: int, tail: list[str]) -> str:
-    """The one-line reason of a failed program: what it was, how it ended, its last lines."""
+def describe_exit(argv: list[str], code: int, tail: list[str], hint: Hint | None = None) -> str:
+    """The one-line reason of a failed program: what it was, how it ended, the hint its output matched,
+    its last lines."""
     how = f"was killed by {signal.Signals(code - 128).name}" if 128 < code < 128 + 65 else f"exited with code {code}"
     last = " | ".join(line.strip() for line in tail[-5:] if line.strip())
-    return f"program {' '.join(argv)[:200]} {how}" + (f"; last lines: {last}" if last else "")
+    return (
+        f"program {' '.join(argv)[:200]} {how}"
+        + (f"; hint ({hint.name}): {hint.hint}" if hint else "")
+        + (f"; last lines: {last}" if last else "")
+    )
+
+
+def failure_code(code: int, hint: Hint | None) -> int:
+    """The code a failed program's replica exits with: ``code`` (:func:`program_exit_code`), or
+    INCOMPATIBLE when its output matched a deterministic hint (a preemption stays a preemption)."""
+    if code in (exitcodes.OK, exitcodes.PREEMPTED) or hint is None or not hint.deterministic:
+        return code
+    return exitcodes.INCOMPATIBLE
 
 
 class _Output(threading.Thread):
-    """Copies the program's output to ours, keeping the last lines."""
+    """Copies the program's output to ours, keeping the last lines and scanning every line for hints."""
 
     def __init__(self, stream: Any) -> None:
         super().__init__(name="tfps-program-output", daemon=True)
         self.stream = stream
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.scanner = Scanner()
 
     def run(self) -> None:
         for raw in iter(self.stream.readline, b""):
             line = raw.decode(errors="replace")
             self.tail.append(line.rstrip("\n"))
+            self.scanner.feed(line)
             try:
                 sys.stdout.write(line)
                 sys.stdout.flush()
@@ -191,10 +210,11 @@ def run(task: TaskConfig, settings: JobSettings) -> int:
         if watch is not None:
             watch.stop()
         if code != exitcodes.OK:
-            reason = describe_exit(argv, program_exit_code(returncode), list(output.tail))
+            hint = output.scanner.best() if code != exitcodes.PREEMPTED else None
+            reason = describe_exit(argv, program_exit_code(returncode), list(output.tail), hint)
             if code == exitcodes.PREEMPTED:
                 reason += " (after SIGTERM: preempted)"
-            return _fail(role, progress, TrainerError(reason, code))
+            return _fail(role, progress, TrainerError(reason, failure_code(code, hint)))
         summary = _summary(settings, progress)
         if progress is not None:
             progress.update(state="succeeded", message=summary)

@@ -221,3 +221,23 @@ def test_report_writes_what_the_wrapper_reads(tmp_path: Path, monkeypatch):
     monkeypatch.delenv("TFPS_PROGRESS_FILE")
     report(step=44)  # outside tfps: nothing, no error
     assert read_report(str(path)) == {"step": 43}
+
+
+def test_script_mode_runs_keras_2_by_default_and_keras_3_when_asked():
+    legacy = settings_of(trainer_pod(script_job(), "worker", 0, CFG))
+    assert legacy.script is not None and legacy.script.keras == "legacy"
+    env = program_env(legacy, "worker", 0, "/tmp/p.json", base={"TF_USE_LEGACY_KERAS": "0"})
+    assert env["TF_USE_LEGACY_KERAS"] == "1"  # the field decides, whatever the template's env says
+    keras3 = settings_of(trainer_pod(script_job(model={"command": PROGRAM, "keras": "keras3"}), "chief", 0, CFG))
+    assert program_env(keras3, "chief", 0, "/tmp/p.json", base={})["TF_USE_LEGACY_KERAS"] == "0"
+    export = export_job(script_job(model={"command": PROGRAM, "keras": "keras3"}), CFG)
+    assert settings_of(export["spec"]["template"]).script.keras == "keras3"  # the exporter loads with it
+
+
+def test_the_keras_field_is_refused_for_a_contract_module_naming_the_field():
+    from tfps_operator.api.validate import JobValidationError, validate_job
+
+    doc = make_job(model={"module": "tfps_trainer.examples.linear", "keras": "legacy"}).to_wire()
+    with pytest.raises(JobValidationError) as err:
+        validate_job(doc)
+    assert "spec.model.keras" in str(err.value) and "script mode" in str(err.value)

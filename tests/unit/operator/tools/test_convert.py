@@ -297,3 +297,22 @@ def test_cli_prints_the_job_and_names_what_was_not_carried_on_stderr(tmp_path, c
     assert main(argparse.Namespace(file=str(path), strict=False)) == 2
     out, err = capsys.readouterr()
     assert out == "" and "no Chief (or Master)" in err
+
+
+def test_tf_use_legacy_keras_becomes_the_keras_field_and_keras_2_is_the_default() -> None:
+    plain = convert(tfjob({"Chief": replica(1), "PS": replica(1), "Worker": replica(2)}))
+    assert "keras" not in plain.job["spec"]["model"]  # the default, legacy: said in a note
+    assert any("spec.model.keras: legacy by default" in n for n in plain.notes)
+    env = [{"name": "TF_USE_LEGACY_KERAS", "value": "0"}, {"name": "A", "value": "b"}]
+    conv = convert(
+        tfjob({"Chief": replica(1, env=env), "PS": replica(1, env=env[:1]), "Worker": replica(2, env=env[:1])})
+    )
+    assert conv.job["spec"]["model"]["keras"] == "keras3"
+    chief = conv.job["spec"]["replicas"]["chief"]["template"]["spec"]["env"]
+    assert chief == [{"name": "A", "value": "b"}] and "template" not in conv.job["spec"]["replicas"]["ps"]
+    validate_job(conv.job)
+    mixed = tfjob(
+        {"Chief": replica(1, env=env[:1]), "PS": replica(1), "Worker": replica(1, env=[{**env[0], "value": "1"}])}
+    )
+    with pytest.raises(ConvertError, match="TF_USE_LEGACY_KERAS differently"):
+        convert(mixed)
