@@ -27,7 +27,8 @@ def tfps_binary() -> Path:
     """``tfps`` from a venv with the operator's base dependencies only (what operator/Dockerfile
     installs): the dev venv also holds the test tools' ``kubernetes`` client, which Kopf imports
     when present (about 40 MiB the shipped operator does not carry). Built once per
-    pyproject.toml + constraints.txt; the sources are installed editable, so it runs this checkout."""
+    pyproject.toml + constraints.txt; the operator runs this checkout's sources (PYTHONPATH), not those
+    the venv's editable install points at."""
     key = hashlib.sha256((REPO / "pyproject.toml").read_bytes() + (REPO / "constraints.txt").read_bytes()).hexdigest()[
         :12
     ]
@@ -112,6 +113,9 @@ class OperatorProc:
                 {"TFPS_BIND_ADDRESS": "127.0.0.1", "TFPS_HEALTH_PORT": str(health), "TFPS_METRICS_PORT": str(metrics)}
             )
             self.health_url = f"http://127.0.0.1:{health}/healthz"
+            # This checkout's sources first on the path: the venv's editable install points at the
+            # checkout that built it, which may be another one with the same pyproject.toml.
+            env["PYTHONPATH"] = os.pathsep.join(str(REPO / d) for d in ("operator", "wire", "trainer_image"))
             return [
                 str(tfps_binary()),
                 "operator",
