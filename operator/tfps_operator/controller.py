@@ -374,8 +374,8 @@ class Controller:
     @staticmethod
     def _record(state: _JobState, applied: ExecutionResult) -> None:
         """Our own writes count until the watches echo them."""
-        for obj in applied.created:
-            state.recent.record_create(obj)
+        for record in applied.created:
+            state.recent.record_create(record)
         for uid in applied.deleted:
             state.recent.record_delete(uid)
         if applied.written is not None:

@@ -15,6 +15,7 @@ from ..api.models import PSTrainingJobStatus
 from ..reconcile.plan import Create, Delete, DeleteOwner, DeletePods, Event, Outcome, PatchWorkload, Plan, ReadJob
 from ..reconcile.writes import status_write
 from .client import ApiError, ChildConflict, Kube
+from .watched import ChildRecord, child_record
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,9 @@ class ExecutionResult:
     written: dict[str, Any] | None = None
     """The job as our status write (or :class:`ReadJob`) returned it (newer than the body we read,
     until the watch echoes it)."""
-    created: list[dict[str, Any]] = field(default_factory=list)
-    """Children as their create (or adoption) returned them."""
+    created: list[ChildRecord] = field(default_factory=list)
+    """Records of the children created (or adopted), made from the API server's answers at once: a
+    pass holds a few small records through its status write and Events, not whole objects."""
     deleted: list[str] = field(default_factory=list)
     """uids of the children deleted now."""
 
@@ -120,7 +122,7 @@ async def _children(kube: Kube, ns: str, name: str, plan: Plan, out: ExecutionRe
             elif isinstance(action, Create):
                 try:
                     obj, created = await kube.create_or_adopt(action.manifest)
-                    out.created.append(obj)
+                    out.created.append(child_record(obj))
                     (made if created else adopted).append(action.key)
                 except ApiError as exc:
                     log.warning("could not create %s in %s: %s", action.key, ns, exc.message)

@@ -79,6 +79,25 @@ class Views:
         return [ref for index in self.children for ref in index.get(key, ())]
 
 
+ChildRecord = tuple[str, PodObs | BatchJobObs | ChildRef | WorkloadObs]
+"""``Kind/name`` and the small record of a child, as the informers keep it."""
+
+
+def child_record(obj: Mapping[str, Any]) -> ChildRecord:
+    """The record of a child from the API server's answer (the answer itself need not be kept)."""
+    kind, name = obj.get("kind"), (obj.get("metadata") or {}).get("name", "")
+    seen: PodObs | BatchJobObs | ChildRef | WorkloadObs
+    if kind == "Pod":
+        seen = pod_obs(obj)
+    elif kind == "Job":
+        seen = batch_job_obs(obj)
+    elif kind == "Workload":
+        seen = workload_obs(obj)
+    else:
+        seen = child_ref(str(kind), obj)
+    return f"{kind}/{name}", seen
+
+
 @dataclass
 class RecentWrites:
     """One job's creates and deletes that its watches have not echoed yet (see the module docstring)."""
@@ -88,18 +107,10 @@ class RecentWrites:
     deleted: dict[str, float] = field(default_factory=dict)
     """uid -> when we deleted it."""
 
-    def record_create(self, obj: Mapping[str, Any], now: float | None = None) -> None:
-        kind, name = obj.get("kind"), (obj.get("metadata") or {}).get("name", "")
-        seen: PodObs | BatchJobObs | ChildRef | WorkloadObs
-        if kind == "Pod":
-            seen = pod_obs(obj)
-        elif kind == "Job":
-            seen = batch_job_obs(obj)
-        elif kind == "Workload":
-            seen = workload_obs(obj)
-        else:
-            seen = child_ref(str(kind), obj)
-        self.created[f"{kind}/{name}"] = (time.monotonic() if now is None else now, seen)
+    def record_create(self, obj: Mapping[str, Any] | ChildRecord, now: float | None = None) -> None:
+        """A child we created: the API server's answer, or its record (:func:`child_record`)."""
+        key, seen = obj if isinstance(obj, tuple) else child_record(obj)
+        self.created[key] = (time.monotonic() if now is None else now, seen)
 
     def record_delete(self, uid: str | None, now: float | None = None) -> None:
         if uid:
