@@ -1,4 +1,6 @@
-"""The progress monitor: pull a Running job's chief progress into ``status.checkpoint`` and ``status.progress``.
+"""The progress monitor: pull a Running job's lead's progress into ``status.checkpoint`` and ``status.progress``.
+
+The lead is the chief, or worker 0 of a job without one (:mod:`.strategies`); "the chief" below means it.
 
 Trainer pods hold no API credentials, so the operator pulls: every ``monitor_seconds`` it GETs
 ``http://<chief pod IP>:<progress port>/status`` (the chief's :mod:`tfps_trainer.status_server` endpoint,
@@ -32,11 +34,13 @@ from tfps_wire.progress_report import read_report
 
 from . import metrics
 from .api.models import CheckpointStatus, PSTrainingJobStatus, TrainingProgress
+from .api.parse import JobValidationError, parse_job
 from .kube.client import ApiError, Kube
 from .kube.watched import Views
 from .manifests import names
 from .reconcile.observed import PodObs
 from .settings import OperatorSettings
+from .strategies import lead_of
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +65,7 @@ def parse_report(raw: bytes | str, job_name: str | None = None) -> Report | None
     checkpoint or a bad number is dropped on its own: the rest of the report still counts. A checkpoint
     counts only with all of its step, path and time."""
     report = read_report(raw)
-    if report is None or report.role not in (None, "chief"):
+    if report is None or report.role not in (None, "chief", "worker"):
         return None
     if job_name and report.job and report.job != job_name:
         return None  # a recycled pod IP now serving someone else
@@ -128,6 +132,14 @@ def owned_status(raw: dict[str, Any] | None) -> PSTrainingJobStatus:
 # --- I/O ------------------------------------------------------------------------------------------
 
 
+def _lead_pod(body: Mapping[str, Any], name: str) -> str:
+    """The lead's pod name; the chief's when the body does not parse (the reconciler reports why)."""
+    try:
+        return names.pod_name(name, *lead_of(parse_job(body)))
+    except JobValidationError:
+        return names.pod_name(name, "chief", 0)
+
+
 def chief_address(pod: PodObs | None) -> str | None:
     """The chief pod's IP while it runs (None while pending, finished or going away)."""
     if pod is None or pod.deleting or pod.phase != "Running":
@@ -188,6 +200,8 @@ class _Poller:
     def __init__(self, monitor: ProgressMonitor, namespace: str, name: str):
         self.m, self.namespace, self.name = monitor, namespace, name
         self.address: str | None = None
+        self.lead: str | None = None
+        """The lead's pod name (fixed for the job's life: strategy and replica counts are immutable)."""
         self.current: PSTrainingJobStatus | None = None
         """The monitor's fields as last written (None: take them from the live body)."""
 
@@ -208,10 +222,10 @@ class _Poller:
     async def _poll(self, body: Mapping[str, Any], views: Views) -> str:
         if self.current is None:
             self.current = owned_status(body.get("status"))
+        if self.lead is None:
+            self.lead = _lead_pod(body, self.name)
         if self.address is None:
-            self.address = chief_address(
-                views.chief((self.namespace, self.name), names.pod_name(self.name, "chief", 0))
-            )
+            self.address = chief_address(views.chief((self.namespace, self.name), self.lead))
             if self.address is None:
                 return "no_chief"
         try:

@@ -18,7 +18,7 @@ from tfps_wire.job_settings import JobSettings, SettingsError
 from tfps_wire.termination import one_line, termination_line, write_termination_log
 
 from . import logfilter
-from .cluster import read_tf_config
+from .cluster import check_shape, read_tf_config
 from .errors import ConfigError, ContractFailure, InfrastructureError, TrainerError, report_failure
 
 
@@ -84,11 +84,14 @@ def main() -> int:
             settings = JobSettings.from_env()
         except SettingsError as exc:
             raise ConfigError(str(exc)) from None
+        check_shape(task, settings.strategy)
         _quiet_tensorflow()
         if settings.script is not None:
             from .script import wrapper
 
             return wrapper.run(task, settings)
+        if settings.strategy != "ParameterServer":
+            raise ConfigError(f"TFPS_JOB.strategy: {settings.strategy} runs a program of one's own (script mode)")
         if settings.model_module is None or settings.steps is None:
             raise ConfigError(
                 "TFPS_JOB: model_module and steps are required without a script (model_module/steps unset)"

@@ -65,17 +65,28 @@ def read_tf_config(environ: dict[str, str] | None = None) -> TaskConfig:
             f"{TF_CONFIG_ENV}.task: {task_type}/{index} is not in the cluster "
             f"({len(cluster.get(task_type, []))} {task_type} address(es))"
         )
-    if task_type in ("chief", "ps", "worker"):
-        for needed in ("chief", "ps", "worker"):
-            if needed not in cluster:
-                raise ConfigError(
-                    f"{TF_CONFIG_ENV}.cluster.{needed}: missing; parameter-server training needs chief, ps and worker"
-                )
-        if "evaluator" in cluster:
-            raise ConfigError(
-                f"{TF_CONFIG_ENV}.cluster.evaluator: the evaluator must not be part of the training cluster"
-            )
     return TaskConfig(task_type=task_type, task_index=index, cluster={k: list(v) for k, v in cluster.items()})
+
+
+def check_shape(task: TaskConfig, strategy: str) -> None:
+    """The training cluster has the roles ``strategy`` needs: chief, ps and worker (ParameterServer), or
+    workers, an optional chief and no ps (MultiWorkerMirrored); the evaluator is never part of it."""
+    if task.task_type not in ("chief", "ps", "worker"):
+        return
+    needed: tuple[str, ...]
+    unwanted: tuple[str, ...]
+    if strategy == "MultiWorkerMirrored":
+        needed, unwanted, what = ("worker",), ("ps",), "all-reduce training needs workers and no ps"
+    else:
+        needed, unwanted, what = ("chief", "ps", "worker"), (), "parameter-server training needs chief, ps and worker"
+    for role in needed:
+        if role not in task.cluster:
+            raise ConfigError(f"{TF_CONFIG_ENV}.cluster.{role}: missing; {what}")
+    for role in unwanted:
+        if role in task.cluster:
+            raise ConfigError(f"{TF_CONFIG_ENV}.cluster.{role}: unexpected; {what}")
+    if "evaluator" in task.cluster:
+        raise ConfigError(f"{TF_CONFIG_ENV}.cluster.evaluator: the evaluator must not be part of the training cluster")
 
 
 def _is_address(value: object) -> bool:

@@ -42,6 +42,9 @@ INFRASTRUCTURE = 7
 INCOMPATIBLE = 8
 """Script mode: the program failed on a known, deterministic incompatibility (a Keras 2 program under
 Keras 3, say), recognised from its output; the reason keeps the program's own exit code and the hint."""
+PREEMPTION_SAVED = 42
+"""Script mode: TensorFlow's ``PreemptionCheckpointHandler`` (off GCP) saved a checkpoint on SIGTERM and exited
+with 42; a preemption like :data:`PREEMPTED`."""
 PROGRAM_NOT_FOUND = 127
 """Script mode: the program could not be started (no such file, not executable), as a shell reports it."""
 INTERRUPTED = 130
@@ -96,6 +99,13 @@ TABLE: tuple[ExitCode, ...] = (
         "under Keras 3); the reason has its own exit code and a hint naming the fix",
     ),
     ExitCode(
+        PREEMPTION_SAVED,
+        "PreemptionSaved",
+        "retryable",
+        "script mode: TensorFlow's PreemptionCheckpointHandler saved a checkpoint on SIGTERM and exited (a preemption, "
+        "as 6)",
+    ),
+    ExitCode(
         PROGRAM_NOT_FOUND,
         "ProgramNotFound",
         "permanent",
@@ -118,7 +128,7 @@ def kind(code: int | None) -> Kind:
 
 def preempted(code: int | None) -> bool:
     """A stop that is no fault of the job: a graceful SIGTERM exit, or a pod that vanished."""
-    return code is None or code == PREEMPTED
+    return code is None or code in (PREEMPTED, PREEMPTION_SAVED)
 
 
 def describe(code: int | None) -> str:

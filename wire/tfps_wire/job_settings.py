@@ -128,6 +128,8 @@ class JobSettings(_Frozen):
     """The contract module; in script mode optional (then it serves only the export)."""
     model_args: dict[str, Any] = Field(default_factory=dict)
     script: ScriptSettings | None = None
+    strategy: Literal["ParameterServer", "MultiWorkerMirrored"] = "ParameterServer"
+    """How the training cluster trains together (``spec.strategy``): which roles its TF_CONFIG has."""
     code_dir: str | None = None
     """Where the job's code (``spec.model.source``) is: the working directory, first on PYTHONPATH."""
     steps: int | None = Field(default=None, ge=1)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Final, Literal, NotRequired, Required
+from typing import Annotated, Any, Final, Literal, NotRequired, Required, cast
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, with_config
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator, with_config
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
@@ -53,6 +53,9 @@ ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 ExportFormat = Literal["savedmodel", "tflite", "onnx", "keras", "weights"]
 AccessMode = Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod", "ReadOnlyMany"]
 RestartPolicy = Literal["OnFailure", "Never", "ExitCode"]
+Strategy = Literal["ParameterServer", "MultiWorkerMirrored"]
+STRATEGIES: tuple[Strategy, ...] = ("ParameterServer", "MultiWorkerMirrored")
+SuccessPolicy = Literal["ChiefOrWorker0", "AllWorkers"]
 OutputKind = Literal["classification", "regression"]
 
 
@@ -546,36 +549,50 @@ def _template_program_rule(role: str) -> dict[str, str]:
     r = f"self.replicas.{role}"
     t = f"{r}.template.spec"
     return cel(
-        f"has(self.model.command) || !has({r}.template) || !has({t}) || (!has({t}.command) && !has({t}.args))",
+        f"has(self.model.command) || {_unset(role)}!has({r}.template) || !has({t})"
+        f" || (!has({t}.command) && !has({t}.args))",
         "command and args are for script mode: set spec.model.command",
         f".replicas.{role}.template.spec.command",
     )
 
 
 class Replicas(_Model):
-    """The replica types of the job. The training cluster is chief + ps + worker; the evaluator runs
-    beside it, outside the training cluster. Replica counts cannot change once the job has started."""
+    """The replica types of the job. The training cluster is chief + ps + worker (ParameterServer) or
+    workers and an optional chief (MultiWorkerMirrored); the evaluator runs beside it, outside the
+    training cluster. Replica counts cannot change once the job has started. ``chief`` and ``ps`` left
+    out take their strategy's default (ParameterServer: 1 each; MultiWorkerMirrored: none), filled in
+    when the job is read."""
 
     model_config = ConfigDict(
         json_schema_extra=_rules(
-            cel("self.chief.replicas == 1", "must be 1: a job has exactly one chief", ".chief.replicas"),
-            cel("self.ps.replicas >= 1", "must be ≥ 1: a job needs a parameter server", ".ps.replicas"),
             cel("self.worker.replicas >= 1", "must be ≥ 1: a job needs a worker", ".worker.replicas"),
             cel("self.evaluator.replicas <= 1", "must be 0 or 1", ".evaluator.replicas"),
         )
     )
 
-    chief: ReplicaSpec = Field(
-        default_factory=lambda: ReplicaSpec(replicas=1), description="Exactly one chief runs the training loop."
+    chief: ReplicaSpec | None = Field(
+        default=None,
+        description=(
+            "The chief: it runs the training loop of a ParameterServer job (exactly 1, the default); in a "
+            "MultiWorkerMirrored job it is optional (0 or 1) and trains beside the workers as their task 0."
+        ),
     )
-    ps: ReplicaSpec = Field(
-        default_factory=lambda: ReplicaSpec(replicas=1), description="Parameter servers (at least 1)."
+    ps: ReplicaSpec | None = Field(
+        default=None,
+        description="Parameter servers: at least 1 in a ParameterServer job (default 1); none in MultiWorkerMirrored.",
     )
     worker: ReplicaSpec = Field(default_factory=lambda: ReplicaSpec(replicas=1), description="Workers (at least 1).")
     evaluator: ReplicaSpec = Field(
         default_factory=lambda: ReplicaSpec(replicas=0),
         description="Optional side-car evaluator (0 or 1); it evaluates every new checkpoint.",
     )
+
+    def of(self, role: Role) -> ReplicaSpec:
+        """The spec of ``role`` (every role has one once the job is validated: see ``PSTrainingJobSpec``)."""
+        spec = getattr(self, role)
+        if spec is None:
+            raise ValueError(f"spec.replicas.{role} is not filled in: validate the job first")
+        return cast(ReplicaSpec, spec)
 
 
 _PATH_SEGMENT = r"([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+|\.)"
@@ -1052,6 +1069,14 @@ class RunPolicy(_Model):
         description="Which pods to delete when training ends: All, Running (so PS pods never linger) or None.",
     )
     suspend: bool = Field(default=False, description="true deletes the pods and keeps the job; false resumes it.")
+    success_policy: SuccessPolicy = Field(
+        default="ChiefOrWorker0",
+        description=(
+            "When training has succeeded: ChiefOrWorker0 (the default, TFJob's): when the job's lead exits 0 (the "
+            "chief, or worker 0 of a MultiWorkerMirrored job without one); AllWorkers (MultiWorkerMirrored only): "
+            "when every chief and worker pod has exited 0."
+        ),
+    )
     scheduler_name: str | None = Field(
         default=None,
         max_length=253,
@@ -1090,17 +1115,31 @@ def _mount_rule(role: str) -> dict[str, str]:
     mounts = f"{t}.spec.volumeMounts"
     reserved = "[self.storage.mountPath, self.storage.mountPath + '/', '/', '/tmp', '/tmp/']"
     return cel(
-        f"!has({t}) || !has({t}.spec) || !has({mounts}) || {mounts}.all(m, !(m.mountPath in {reserved}))",
+        f"{_unset(role)}!has({t}) || !has({t}.spec) || !has({mounts}) || {mounts}.all(m, !(m.mountPath in {reserved}))",
         "must not mount over /, /tmp or spec.storage.mountPath (the operator's own mounts)",
         f".replicas.{role}.template.spec.volumeMounts",
     )
 
 
-_PODS = (
-    "(self.replicas.chief.replicas + self.replicas.ps.replicas + self.replicas.worker.replicas"
-    " + self.replicas.evaluator.replicas)"
-)
+def _count(role: Role, spec: str = "self") -> str:
+    """CEL: the replica count of ``role`` in the spec at ``spec``, with the strategy's default for a chief or
+    ps left out (ParameterServer: 1, MultiWorkerMirrored: 0), as :class:`PSTrainingJobSpec` fills it in."""
+    r = f"{spec}.replicas"
+    if role in ("chief", "ps"):
+        return f"(has({r}.{role}) ? {r}.{role}.replicas : ({_MWMS.replace('self', spec)} ? 0 : 1))"
+    return f"{r}.{role}.replicas"
+
+
+def _unset(role: str) -> str:
+    """CEL prefix of a rule about ``role``'s spec that holds when a chief or ps is left out."""
+    return f"!has(self.replicas.{role}) || " if role in ("chief", "ps") else ""
+
+
+_MWMS = "self.strategy == 'MultiWorkerMirrored'"
+_PODS = f"({' + '.join(_count(r) for r in ROLES)})"
 """CEL: every pod of the job."""
+_GANG_MINIMUM = f"{_MWMS} ? {_count('chief')} + {_count('worker')} : {_count('chief')} + {_count('ps')}"
+"""CEL: the pods without which the job cannot train (all-reduce needs every worker)."""
 
 
 class ScrapePeer(_Model):
@@ -1160,13 +1199,54 @@ class PSTrainingJobSpec(_Model):
             ),
             cel(
                 "!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
-                " || self.runPolicy.schedulingPolicy.minAvailable"
-                " >= self.replicas.chief.replicas + self.replicas.ps.replicas",
-                "must be at least chief + ps replicas: the job cannot train without its chief and every parameter "
-                "server",
+                f" || self.runPolicy.schedulingPolicy.minAvailable >= ({_GANG_MINIMUM})",
+                "must be at least chief + ps replicas (ParameterServer) or chief + worker replicas "
+                "(MultiWorkerMirrored): the job cannot train without them",
                 ".runPolicy.schedulingPolicy.minAvailable",
             ),
+            cel(
+                f"{_MWMS} || !has(self.replicas.chief) || self.replicas.chief.replicas == 1",
+                "must be 1: a job has exactly one chief",
+                ".replicas.chief.replicas",
+            ),
+            cel(
+                f"{_MWMS} || !has(self.replicas.ps) || self.replicas.ps.replicas >= 1",
+                "must be ≥ 1: a job needs a parameter server",
+                ".replicas.ps.replicas",
+            ),
+            cel(
+                f"!({_MWMS}) || !has(self.replicas.ps) || self.replicas.ps.replicas == 0",
+                "must be 0: MultiWorkerMirrored jobs have no parameter servers (spec.strategy)",
+                ".replicas.ps.replicas",
+            ),
+            cel(
+                f"!({_MWMS}) || !has(self.replicas.chief) || self.replicas.chief.replicas <= 1",
+                "must be 0 or 1 in a MultiWorkerMirrored job",
+                ".replicas.chief.replicas",
+            ),
+            cel(
+                f"!({_MWMS}) || has(self.model.command)",
+                "MultiWorkerMirrored runs your own program: set spec.model.command (a contract module trains with "
+                "ParameterServer)",
+                ".strategy",
+            ),
+            cel(
+                f"{_MWMS} || self.runPolicy.successPolicy != 'AllWorkers'",
+                "AllWorkers is for MultiWorkerMirrored jobs: a ParameterServer job succeeds with its chief",
+                ".runPolicy.successPolicy",
+            ),
         )
+    )
+
+    strategy: Strategy = Field(
+        default="ParameterServer",
+        description=(
+            "How the replicas train together. ParameterServer (the default): a chief drives training on workers "
+            "with variables on parameter servers (ParameterServerStrategy). MultiWorkerMirrored: workers (and an "
+            "optional chief) train in lock step with all-reduce (MultiWorkerMirroredStrategy and other collective "
+            "strategies), no parameter servers; any worker failure restarts every worker from the latest "
+            "checkpoint; script mode only. Immutable once the job has started."
+        ),
     )
 
     image: str | None = Field(
@@ -1182,12 +1262,21 @@ class PSTrainingJobSpec(_Model):
     run_policy: RunPolicy = Field(default_factory=RunPolicy, description="Restarts, deadlines, cleanup, suspension.")
     metrics: MetricsSpec | None = Field(default=None, description="Prometheus access to the trainer's metrics.")
 
+    @model_validator(mode="after")
+    def _strategy_defaults(self) -> PSTrainingJobSpec:
+        """Fill in a chief or ps left out with the strategy's default, so every reader sees all four roles."""
+        default = 0 if self.strategy == "MultiWorkerMirrored" else 1
+        for role in ("chief", "ps"):
+            if getattr(self.replicas, role) is None:
+                setattr(self.replicas, role, ReplicaSpec(replicas=default))
+        return self
+
     def program(self, role: Role) -> list[str] | None:
         """Script mode: the program of ``role``'s replicas (its template's command, else
         ``model.command``, then its template's args); None for a contract module."""
         if self.model.command is None:
             return None
-        t = getattr(self.replicas, role).template
+        t = self.replicas.of(role).template
         o = t.spec if t and t.spec else None
         base = (o.command if o and o.command else None) or self.model.command
         return [*base, *((o.args if o and o.args else None) or [])]
@@ -1339,13 +1428,16 @@ class PSTrainingJob(_Model):
     model_config = ConfigDict(
         json_schema_extra=_rules(
             cel(
-                "!has(oldSelf.status) || !has(oldSelf.status.startTime)"
-                " || (self.spec.replicas.chief.replicas == oldSelf.spec.replicas.chief.replicas"
-                " && self.spec.replicas.ps.replicas == oldSelf.spec.replicas.ps.replicas"
-                " && self.spec.replicas.worker.replicas == oldSelf.spec.replicas.worker.replicas"
-                " && self.spec.replicas.evaluator.replicas == oldSelf.spec.replicas.evaluator.replicas)",
+                "!has(oldSelf.status) || !has(oldSelf.status.startTime) || ("
+                + " && ".join(f"{_count(r, 'self.spec')} == {_count(r, 'oldSelf.spec')}" for r in ROLES)
+                + ")",
                 "replica counts are immutable once the job has started (status.startTime is set)",
                 ".spec.replicas",
+            ),
+            cel(
+                "!has(oldSelf.status) || !has(oldSelf.status.startTime) || self.spec.strategy == oldSelf.spec.strategy",
+                "strategy is immutable once the job has started (status.startTime is set)",
+                ".spec.strategy",
             ),
         )
     )
@@ -1359,10 +1451,4 @@ class PSTrainingJob(_Model):
 
 def replica_counts(job: PSTrainingJob) -> dict[Role, int]:
     """How many pods of each role the job has (0 for a role it does not run)."""
-    r = job.spec.replicas
-    return {
-        "chief": r.chief.replicas,
-        "ps": r.ps.replicas,
-        "worker": r.worker.replicas,
-        "evaluator": r.evaluator.replicas,
-    }
+    return {role: job.spec.replicas.of(role).replicas for role in ROLES}

@@ -108,7 +108,7 @@ def violations(spec: PSTrainingJobSpec) -> list[Violation]:
     """Every setting of the job's pod templates outside Pod Security baseline plus no root."""
     found: list[Violation] = []
     for role in ROLES:
-        template = getattr(spec.replicas, role).template
+        template = spec.replicas.of(role).template
         if template is None:
             continue
         where = f"spec.replicas.{role}.template"

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..api.models import PSTrainingJob
 from ..settings import BuildConfig
+from ..strategies import lead_of
 from . import labels
 from .jobsettings import job_root
 from .pods import (
@@ -64,7 +65,7 @@ def reader_pod(
             {"name": STORAGE_VOLUME, "mountPath": job.spec.storage.mount_path, "readOnly": True}
         )
     owner = {**labels.owner_reference(job), "controller": False, "blockOwnerDeletion": False}
-    chief = job.spec.replicas.chief.template
+    chief = job.spec.replicas.of(lead_of(job)[0]).template
     scheduling = {
         key: copy.deepcopy(value)
         for key, attr in CHIEF_FIELDS
@@ -110,7 +111,7 @@ def _object_storage_access(job: PSTrainingJob, volumes: list[dict[str, Any]], co
     volumes.append({"name": TMP_VOLUME, "emptyDir": {}})
     container["volumeMounts"].append({"name": TMP_VOLUME, "mountPath": "/tmp"})
     mount_credentials(job, volumes, container)
-    chief = job.spec.replicas.chief.template
+    chief = job.spec.replicas.of(lead_of(job)[0]).template
     o = chief.spec if chief and chief.spec else None
     if o is not None:
         container["env"] += copy.deepcopy(o.env or [])

@@ -8,6 +8,7 @@ from tfps_wire.job_settings import SETTINGS_ENV
 
 from ..api.models import PSTrainingJob
 from ..settings import BuildConfig
+from ..strategies import lead_of
 from . import labels, names
 from .pods import merged_meta, pod_spec, settings_env
 
@@ -16,7 +17,8 @@ PREFLIGHT_COMMAND = [*EXPORT_COMMAND, "--preflight"]
 
 
 def export_job(job: PSTrainingJob, cfg: BuildConfig, preflight: bool = False) -> dict[str, Any]:
-    """A ``batch/v1`` Job owned by the PSTrainingJob. It runs with the chief's template overrides
+    """A ``batch/v1`` Job owned by the PSTrainingJob. It runs with the lead's (the chief's, else the
+    workers') template overrides
     (labels, annotations, scheduling, pull secrets, extra volumes: it loads the same model code),
     ``spec.export.resources`` and ``spec.export.backoffLimit``. The exporter reports its result as the
     container's termination message (tfps_wire.export_result).
@@ -24,7 +26,8 @@ def export_job(job: PSTrainingJob, cfg: BuildConfig, preflight: bool = False) ->
     ``preflight``: the pre-flight Job instead (``--preflight``: fresh weights, nothing published, before
     training), which is not retried: its verdict is deterministic."""
     name = job.metadata.name
-    chief_template = job.spec.replicas.chief.template
+    lead, _ = lead_of(job)
+    chief_template = job.spec.replicas.of(lead).template
     spec = pod_spec(
         job,
         cfg,
@@ -33,7 +36,8 @@ def export_job(job: PSTrainingJob, cfg: BuildConfig, preflight: bool = False) ->
         ports=[],
         resources=job.spec.export.resources,
         override=chief_template,
-        where="spec.replicas.chief.template.spec",
+        where=f"spec.replicas.{lead}.template.spec",
+        role=lead,
     )
     if chief_template and chief_template.spec and chief_template.spec.resources:
         # The chief's resources are for training; the export has its own.

@@ -56,6 +56,7 @@ def job_settings(job: PSTrainingJob, mount_path: str | None = None, code_dir: st
         model_module=spec.model.module,
         model_args=spec.model.args,
         script=_script(job),
+        strategy=spec.strategy,
         code_dir=code_dir or (CODE_DIR if spec.model.source else None),
         steps=t.steps,
         batch_size=t.batch_size,

@@ -14,6 +14,8 @@ from tfps_wire.job_settings import SETTINGS_ENV
 
 from ..api.models import PodSpecOverride, PodTemplateOverride, PSTrainingJob, ResourceRequirements, Role, replica_counts
 from ..settings import BuildConfig
+from ..strategies import lead_of
+from ..strategies import of as strategy_of
 from . import labels, names
 from .jobsettings import CODE_DIR, job_settings
 from .podgroup import POD_GROUP_LABEL, gang_enabled, pod_group_name
@@ -23,8 +25,6 @@ CONTAINER = "trainer"
 STORAGE_VOLUME = "storage"
 TMP_VOLUME = "tmp"
 TRAINER_COMMAND = ["python", "-m", "tfps_trainer"]
-PROGRESS_ROLES: tuple[Role, ...] = ("chief", "evaluator")
-"""Roles that serve the progress endpoint (tfps_trainer.status_server)."""
 RESERVED_ENV_PREFIX = "TFPS_"
 RESERVED_ENV = ("TF_CONFIG", "HOME")
 
@@ -38,14 +38,11 @@ CODE_FILE_MODE = 0o444
 CREDENTIALS_VOLUME = "storage-credentials"
 CREDENTIALS_DIR = "/var/run/secrets/tfps/storage"
 CREDENTIALS_ENV = "GOOGLE_APPLICATION_CREDENTIALS"
-STORAGE_WRITERS: tuple[Role, ...] = ("chief", "evaluator")
-"""Roles that read or write the job's storage (the export Job runs as the chief); parameter servers and
-workers never touch it, so they get no storage credentials."""
 
 
-def image(job: PSTrainingJob, cfg: BuildConfig, role: Role = "chief") -> str:
-    """The replica type's image, else the job's, else the operator's default (the export Job: the chief's)."""
-    return getattr(job.spec.replicas, role).image or job.spec.image or cfg.default_image
+def image(job: PSTrainingJob, cfg: BuildConfig, role: Role) -> str:
+    """The replica type's image, else the job's, else the operator's default (the export Job: the lead's)."""
+    return job.spec.replicas.of(role).image or job.spec.image or cfg.default_image
 
 
 def code_volume(job: PSTrainingJob) -> dict[str, Any] | None:
@@ -121,7 +118,7 @@ def pod_spec(
     resources: ResourceRequirements | None,
     override: PodTemplateOverride | None,
     where: str,
-    role: Role = "chief",
+    role: Role,
 ) -> dict[str, Any]:
     """A hardened pod spec running ``command`` with the job's storage mounted at ``spec.storage.mountPath``.
 
@@ -132,7 +129,7 @@ def pod_spec(
     o = override.spec if override and override.spec else None
     container = _trainer_container(job, cfg, role, command, env, ports, o.resources if o and o.resources else resources)
     spec = _hardened_pod(job, cfg, container)
-    if role in STORAGE_WRITERS:
+    if role in strategy_of(job).storage_roles:  # the others never touch storage: no credentials
         mount_credentials(job, spec["volumes"], container)
     code = code_volume(job)
     if code is not None:
@@ -287,10 +284,10 @@ def trainer_pod(job: PSTrainingJob, role: Role, index: int, cfg: BuildConfig, re
     name, ns = job.metadata.name, job.metadata.namespace
     counts = replica_counts(job)
     port = job.spec.training.port
-    replica = getattr(job.spec.replicas, role)
+    replica = job.spec.replicas.of(role)
     tf_config = tf_config_json(counts, lambda r, i: f"{names.pod_fqdn(name, ns, r, i)}:{port}", role, index)
     ports = [{"name": "grpc", "containerPort": port, "protocol": "TCP"}]
-    if role in PROGRESS_ROLES:
+    if (role, index) == lead_of(job) or role == "evaluator":  # they serve tfps_trainer.status_server
         ports.append({"name": "progress", "containerPort": cfg.progress_port, "protocol": "TCP"})
     spec = pod_spec(
         job,

@@ -8,12 +8,12 @@ The exit code's kind comes from the trainer's table (:mod:`tfps_wire.exitcodes`)
   (an unexpected error): ``OnFailure`` retries both; ``ExitCode`` retries only ``retryable``;
   ``Never`` retries nothing.
 
-Retrying: ParameterServerStrategy tolerates losing a worker (the coordinator reschedules its closures
-and reconnects when it comes back), so a failed worker is recreated alone, as is the evaluator, which
-sits outside the training cluster; both at most ``recreateLimit`` times. A failed chief or PS loses the
-training cluster's state: the whole job restarts from the latest checkpoint, counted against
-``runPolicy.backoffLimit`` unless the stop was a preemption (the graceful exit code, or a pod that
-vanished), which is no fault of the job.
+Retrying: the job's strategy (:mod:`..strategies`) says which roles are recreated alone (``alone``): a
+ParameterServer job's workers (the coordinator reschedules their closures) and every job's evaluator (outside
+the training cluster), each at most ``recreateLimit`` times. Any other failure loses the training cluster's
+state (a chief or PS; any worker of an all-reduce job): the whole job restarts from the latest checkpoint,
+counted against ``runPolicy.backoffLimit`` unless the stop was a preemption (a graceful exit code, or a pod
+that vanished), which is no fault of the job.
 """
 
 from __future__ import annotations
@@ -46,11 +46,14 @@ def on_failure(
     recreations: int = 0,
     recreate_limit: int | None = None,
     detail: str = "",
+    *,
+    alone: bool,
 ) -> Decision:
     """Decide what to do about one failed (or vanished: ``exit_code is None``) replica.
 
     ``restarts`` is the number of whole-job restarts already counted against ``backoff_limit``;
-    ``recreations`` the times this replica type was already recreated alone. ``detail`` (the pod's
+    ``recreations`` the times this replica type was already recreated alone; ``alone``: the strategy
+    recreates a failed pod of this role by itself rather than restarting the job. ``detail`` (the pod's
     termination message: the reason and the traceback's tail) is appended to a failure's message.
     """
     what = f"{role} failed ({exitcodes.describe(exit_code)})"
@@ -70,7 +73,7 @@ def on_failure(
         return Decision(
             "fail_job", "ReplicaFailed", f"{what}; restartPolicy ExitCode retries only retryable exit codes{tail}"
         )
-    if role in ("worker", "evaluator"):
+    if alone:
         if recreate_limit is not None and recreations >= recreate_limit:
             return Decision(
                 "fail_job",

@@ -11,6 +11,8 @@ from ..api.models import CheckpointStatus, ExportStatus, ReplicaStatus, Role, re
 from ..manifests import names
 from ..manifests.podgroup import KIND as KIND_PODGROUP
 from ..manifests.podgroup import gang_enabled, min_member, pod_group_name
+from ..strategies import TrainingStrategy
+from ..strategies import of as strategy_of
 from . import conditions as C
 from . import crashloop, gang, kueue, messages, stall, waiting
 from .context import UNFINISHED, Reconciliation
@@ -29,24 +31,32 @@ def training(r: Reconciliation, desired: dict[str, dict[str, Any]], export_manif
         if pod.name not in current:
             r.delete_pod(pod)
 
-    chief = current.get(names.pod_name(job.metadata.name, "chief", 0))
-    if chief is not None and chief.phase == "Succeeded" and not chief.deleting:
-        _final_checkpoint(r, chief)
-        training_done(r, export_manifest)
+    strategy = strategy_of(job)
+    counts = replica_counts(job)
+    lead = current.get(names.pod_name(job.metadata.name, *strategy.lead(counts)))
+    succeeded = {
+        (p.role, p.index)
+        for p in current.values()
+        if p.phase == "Succeeded" and not p.deleting and p.role is not None and p.index is not None
+    }
+    if strategy.training_succeeded(succeeded, counts, job.spec.run_policy.success_policy):
+        if lead is not None:
+            _final_checkpoint(r, lead)
+        training_done(r, export_manifest, _lead_name(lead))
         return
 
     decisions: list[tuple[PodObs | None, str, Decision]] = []
     for pod in current.values():
         if pod.deleting or pod.role is None:
             continue
-        unexpected_exit = pod.phase == "Succeeded" and pod.role in ("ps", "worker")  # servers never exit on their own
+        unexpected_exit = pod.phase == "Succeeded" and pod.role not in strategy.finishes  # servers never exit
         if pod.phase == "Failed" or unexpected_exit:
-            decisions.append((pod, pod.role, _failure_decision(r, pod.role, pod.exit_code, detail=pod.message)))
-    if st.phase == "Running":  # every pod existed: a missing chief or PS is a lost one
+            decisions.append((pod, pod.role, _failure_decision(r, strategy, pod.role, pod.exit_code, pod.message)))
+    if st.phase == "Running":  # every pod existed: a missing pod the training cluster needs is a lost one
         for name, manifest in desired.items():
             role = manifest["metadata"]["labels"]["tfps.dev/replica-type"]
-            if name not in current and role in ("chief", "ps") and obs.pod(name) is None:
-                decisions.append((None, role, _failure_decision(r, role, None, vanished=name)))
+            if name not in current and role in strategy.restarts_job and obs.pod(name) is None:
+                decisions.append((None, role, _failure_decision(r, strategy, role, None, vanished=name)))
 
     fatal = next((d for _, _, d in decisions if d.action == "fail_job"), None)
     if fatal:
@@ -84,9 +94,14 @@ def training(r: Reconciliation, desired: dict[str, dict[str, Any]], export_manif
 
 
 def _failure_decision(
-    r: Reconciliation, role: Role, exit_code: int | None, vanished: str | None = None, detail: str = ""
+    r: Reconciliation,
+    strategy: TrainingStrategy,
+    role: Role,
+    exit_code: int | None,
+    detail: str = "",
+    vanished: str | None = None,
 ) -> Decision:
-    spec = getattr(r.job.spec.replicas, role)
+    spec = r.job.spec.replicas.of(role)
     d = on_failure(
         role,
         spec.restart_policy,
@@ -96,6 +111,7 @@ def _failure_decision(
         _recreated(r, role),
         spec.recreate_limit,
         detail[-2000:],
+        alone=role not in strategy.restarts_job,
     )
     if vanished:
         d = Decision(d.action, d.reason, d.message.replace(f"{role} vanished", f"{vanished} disappeared"), d.counted)
@@ -239,19 +255,26 @@ def restart_job(r: Reconciliation, d: Decision, current: dict[str, PodObs]) -> N
         r.delete_pod(pod)
 
 
-def _final_checkpoint(r: Reconciliation, chief: PodObs) -> None:
-    """The chief's success summary names its final checkpoint. The progress monitor polls only while
+def _final_checkpoint(r: Reconciliation, lead: PodObs) -> None:
+    """The lead's success summary names its final checkpoint. The progress monitor polls only while
     the job is Running, so a short run (or the last interval of any run) is only seen here."""
-    final = messages.final_checkpoint(chief.message)
+    final = messages.final_checkpoint(lead.message)
     known = r.status.checkpoint.step if r.status.checkpoint and r.status.checkpoint.step is not None else -1
     if final is not None and final.path is not None and final.step > known:
-        r.status.checkpoint = CheckpointStatus(step=final.step, path=final.path, time=chief.finished_at or r.now)
+        r.status.checkpoint = CheckpointStatus(step=final.step, path=final.path, time=lead.finished_at or r.now)
 
 
-def training_done(r: Reconciliation, export_manifest: dict[str, Any] | None) -> None:
+def _lead_name(lead: PodObs | None) -> str:
+    """How messages name the task whose success ended training: "the chief", "worker 0"."""
+    if lead is None or lead.role is None:
+        return "training"
+    return "the chief" if lead.role == "chief" else f"{lead.role} {lead.index}"
+
+
+def training_done(r: Reconciliation, export_manifest: dict[str, Any] | None, who: str = "the chief") -> None:
     """One Event for the transition (an Event is an API write: one per job transition, not per step)."""
     st = r.status
-    r.clear(C.RUNNING, "TrainingSucceeded", "the chief finished training")
+    r.clear(C.RUNNING, "TrainingSucceeded", f"{who} finished training")
     r.clear(C.RESTARTING, "TrainingSucceeded", "")
     if export_manifest is not None:
         export_name = export_manifest["metadata"]["name"]
@@ -261,24 +284,24 @@ def training_done(r: Reconciliation, export_manifest: dict[str, Any] | None) -> 
         r.event(
             "Normal",
             "TrainingSucceeded",
-            f"the chief finished training; exporting the final checkpoint with Job {export_name}",
+            f"{who} finished training; exporting the final checkpoint with Job {export_name}",
         )
         exporting(r, export_manifest)
     else:
-        r.event("Normal", "TrainingSucceeded", "the chief finished training; export is disabled")
+        r.event("Normal", "TrainingSucceeded", f"{who} finished training; export is disabled")
         succeed(r, "TrainingSucceeded", "training finished; export is disabled", event=False)
 
 
 def suspend(r: Reconciliation, reason: str, why: str) -> None:
-    """Delete the chief first: on SIGTERM it saves a checkpoint of its last step, which needs the
-    parameter servers; the other pods go once the chief has stopped. An export in progress is
-    stopped too (on resume the chief finds the final checkpoint and the export runs again)."""
+    """Delete the roles the strategy stops first (a ParameterServer job's chief: on SIGTERM it saves a
+    checkpoint of its last step, which needs the parameter servers); the other pods go once those have
+    stopped. An export in progress is stopped too (on resume the lead finds the final checkpoint and the
+    export runs again)."""
     st = r.status
-    chief_name = names.pod_name(r.job.metadata.name, "chief", 0)
-    chief = r.obs.pod(chief_name)
-    chief_stopping = chief is not None and chief.phase in UNFINISHED
+    first = strategy_of(r.job).stops_first
+    stopping_first = any(p.role in first and p.phase in UNFINISHED for p in r.obs.pods)
     for pod in r.obs.pods:
-        if pod.name == chief_name or not chief_stopping:
+        if pod.role in first or not stopping_first:
             r.delete_pod(pod)
     if r.obs.export_job is not None and not r.obs.export_job.deleting:
         r.plan.actions.append(Delete("Job", r.obs.export_job.name, r.obs.export_job.uid))

@@ -23,6 +23,7 @@ from typing import Any
 
 from tfps_wire import exitcodes
 from tfps_wire.job_settings import JobSettings
+from tfps_wire.strategy import lead_task
 from tfps_wire.termination import format_success, termination_line, write_termination_log
 
 from ..cluster import TaskConfig
@@ -89,11 +90,13 @@ class _Output(threading.Thread):
                 pass
 
 
-class _ChiefWatch(threading.Thread):
-    """Feeds the chief's progress from the program's checkpoints and reports."""
+class _LeadWatch(threading.Thread):
+    """Feeds the lead's (the chief's, or worker 0's without one) progress from the program's checkpoints and
+    reports."""
 
-    def __init__(self, settings: JobSettings, progress: Any, progress_file: str) -> None:
+    def __init__(self, settings: JobSettings, progress: Any, progress_file: str, role: str) -> None:
         super().__init__(name="tfps-checkpoint-follower", daemon=True)
+        self.role = role
         self.follower = CheckpointFollower(settings.paths.checkpoints)
         self.progress, self.progress_file = progress, progress_file
         self.stopped = threading.Event()
@@ -113,9 +116,9 @@ class _ChiefWatch(threading.Thread):
         if info is not None:
             step = max(info.step, self.progress.snapshot()["step"])
             self.progress.update(checkpoint=info, step=step)
-            print(f"tfps-trainer chief: checkpoint step {info.step} -> {info.path}", flush=True)
+            print(f"tfps-trainer {self.role}: checkpoint step {info.step} -> {info.path}", flush=True)
         for note in self.follower.notes[self._noted :]:
-            print(f"tfps-trainer chief: {note}", flush=True)
+            print(f"tfps-trainer {self.role}: {note}", flush=True)
         self._noted = len(self.follower.notes)
         doc = read_report(self.progress_file)
         if doc is not None:
@@ -159,16 +162,16 @@ def run(task: TaskConfig, settings: JobSettings) -> int:
         except OSError:
             pass  # a read-only or missing volume: the program reports it in its own words
     progress = server = watch = None
-    if task.task_type == "chief":
+    if task.task_type != "evaluator" and (task.task_type, task.task_index) == lead_task(task.cluster):
         from .. import status_server as progress_mod
 
-        progress = progress_mod.Progress(role="chief", target_steps=settings.steps or 0, job=settings.job_name)
+        progress = progress_mod.Progress(role=task.task_type, target_steps=settings.steps or 0, job=settings.job_name)
         server = progress_mod.serve(progress, settings.progress_port)
         print(
             f"tfps-trainer {role}: progress on http://{server.httpd.server_address[0]!s}:{server.port}/status",
             flush=True,
         )
-        watch = _ChiefWatch(settings, progress, progress_file)
+        watch = _LeadWatch(settings, progress, progress_file, role)
         watch.start()
     print(f"tfps-trainer {role}: running {' '.join(argv)}", flush=True)
     try:

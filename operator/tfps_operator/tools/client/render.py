@@ -8,7 +8,7 @@ from typing import Any
 
 from tfps_wire.export_result import human_size
 
-from ...api.models import PSTrainingJob, PSTrainingJobStatus
+from ...api.models import PSTrainingJob, PSTrainingJobStatus, replica_counts
 from .jobs import Child, JobEvent
 
 
@@ -135,7 +135,6 @@ def describe(
     """Conditions, progress, children and events of one job, on one screen."""
     now = now or datetime.now(UTC)
     st = job.status or PSTrainingJobStatus()
-    r = job.spec.replicas
     p, c = st.progress, st.checkpoint
     lines = [
         f"Name:        {job.metadata.name}",
@@ -143,8 +142,9 @@ def describe(
         f"Phase:       {st.phase or '-'}    Restarts: {st.restarts}/{job.spec.run_policy.backoff_limit}"
         + ("    Suspended: true" if job.spec.run_policy.suspend else ""),
         f"Model:       {job.spec.model.module}    Image: {job.spec.image or '(operator default)'}",
-        f"Replicas:    chief {r.chief.replicas}, ps {r.ps.replicas}, worker {r.worker.replicas},"
-        f" evaluator {r.evaluator.replicas}" + (f"    Workers ready: {st.workers}" if st.workers else ""),
+        f"Replicas:    {job.spec.strategy}: "
+        + ", ".join(f"{role} {n}" for role, n in replica_counts(job).items() if n)
+        + (f"    Workers ready: {st.workers}" if st.workers else ""),
         f"Progress:    step {p.step if p and p.step is not None else '-'}/{job.spec.training.steps},"
         f" loss {_num(p.loss if p else None)}, {_num(p.steps_per_second if p else None, '.3g')} steps/s",
         "Checkpoint:  "

@@ -76,7 +76,7 @@ def describe(settings: JobSettings) -> str:
     """What runs: ``300 steps of <module>`` or ``the program <argv>``."""
     steps = f"{settings.steps} steps of " if settings.steps else ""
     if settings.script is not None:
-        prog = " ".join(settings.script.programs.get("chief", ()))
+        prog = " ".join(settings.script.programs.get("chief") or settings.script.programs.get("worker") or ())
         return f"{steps}the program {prog!r}" + (f" (export: {settings.model_module})" if settings.model_module else "")
     return f"{steps}{settings.model_module}"
 

@@ -1,10 +1,11 @@
 """Run the training cluster as local processes, with the operator's failure rules.
 
 One loop in the main thread: start ps, workers, evaluator and chief with TF_CONFIG on loopback
-ports; poll them and the chief's progress; on a failure ask ``reconcile.failure_policy`` what to do
-(recreate one process, restart everything from the latest checkpoint, or give up). A process
-recreated alone waits out the crash-loop back-off of ``reconcile.crashloop`` (its local schedule). The chief
-exiting 0 means training is done.
+ports; poll them and the lead's progress (the chief's, or worker 0's in a job without one); on a failure
+ask ``reconcile.failure_policy`` what to do (recreate one process, restart everything from the latest
+checkpoint, or give up), with the job's strategy (:mod:`...strategies`) saying which roles are recreated alone.
+A process recreated alone waits out the crash-loop back-off of ``reconcile.crashloop`` (its local schedule).
+The strategy's success rule (the lead exiting 0, by default) means training is done.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from ...api.models import PSTrainingJob, Recreation, RestartPolicy, Role, replic
 from ...manifests.tfconfig import tf_config_json
 from ...reconcile import crashloop
 from ...reconcile.failure_policy import on_failure
+from ...strategies import TrainingStrategy
+from ...strategies import of as strategy_of
 from .ports import HOST, free_ports, looks_like_port_in_use
 from .procs import Child, stop_all
 from .progress_display import Display, Status, fetch_status
@@ -73,8 +76,17 @@ class LocalJob:
         counts = replica_counts(self.job)
         return [Task(role, i) for role in START_ORDER for i in range(counts.get(role, 0))]
 
+    @property
+    def strategy(self) -> TrainingStrategy:
+        return strategy_of(self.job)
+
+    @property
+    def lead(self) -> Task:
+        """The task that reports progress and whose success ends training."""
+        return Task(*self.strategy.lead(replica_counts(self.job)))
+
     def restart_policy(self, role: Role) -> RestartPolicy:
-        return getattr(self.job.spec.replicas, role).restart_policy
+        return self.job.spec.replicas.of(role).restart_policy
 
     def base_env(self) -> dict[str, str]:
         reserved = ("TF_CONFIG", SETTINGS_ENV, TERMINATION_LOG_ENV, "TFPS_PROGRESS_PORT")
@@ -96,14 +108,15 @@ class LocalJob:
 
 @dataclass(frozen=True)
 class Ports:
-    """Loopback ports of one incarnation of the cluster: a gRPC port per task, progress ports for chief/evaluator."""
+    """Loopback ports of one incarnation of the cluster: a gRPC port per task, progress ports for the lead and
+    the evaluator."""
 
     grpc: dict[Task, int]
     progress: dict[Task, int]
 
     @classmethod
-    def allocate(cls, tasks: list[Task]) -> Ports:
-        with_progress = [t for t in tasks if t.role in ("chief", "evaluator")]
+    def allocate(cls, tasks: list[Task], lead: Task) -> Ports:
+        with_progress = [t for t in tasks if t == lead or t.role == "evaluator"]
         ports = free_ports(len(tasks) + len(with_progress))
         grpc = dict(zip(tasks, ports))
         return cls(grpc=grpc, progress=dict(zip(with_progress, ports[len(tasks) :])))
@@ -152,14 +165,14 @@ class Supervisor:
     """Crash-loop records of the processes recreated alone, kept across restarts of the cluster as the
     operator keeps ``status.recreations``."""
     _finished: set[Task] = field(default_factory=set)
-    _chief_done_at: float | None = None
+    _done_at: float | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _start_cluster(self) -> None:
-        self._ports = Ports.allocate(self.local_job.tasks)
+        self._ports = Ports.allocate(self.local_job.tasks, self.local_job.lead)
         self._finished.clear()
         self._recreate_at.clear()
-        self._chief_done_at = None
+        self._done_at = None
         for task in self.local_job.tasks:
             fresh = self.local_job.child(
                 task.name, list(self.local_job.trainer), task_env(self.local_job, self._ports, task)
@@ -178,10 +191,10 @@ class Supervisor:
 
     @property
     def progress_url(self) -> str | None:
-        chief = Task("chief", 0)
-        if self._ports is None or chief not in self._ports.progress:
+        lead = self.local_job.lead
+        if self._ports is None or lead not in self._ports.progress:
             return None
-        return f"http://{HOST}:{self._ports.progress[chief]}/status"
+        return f"http://{HOST}:{self._ports.progress[lead]}/status"
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self, deadline_s: float | None = None) -> TrainingResult:
@@ -200,10 +213,10 @@ class Supervisor:
             self._start_due_recreations()
             failed = self._first_failure()
             if failed is None:
-                if Task("chief", 0) in self._finished:
+                if self._training_done():
                     if self._evaluator_still_useful():
                         continue
-                    summary = self.children[Task("chief", 0)].reason().split(": ", 1)[-1]
+                    summary = self.children[self.local_job.lead].reason().split(": ", 1)[-1]
                     self.stop()
                     return self._result(True, summary or "training finished")
                 continue
@@ -216,7 +229,7 @@ class Supervisor:
                 self.stop()
                 self._start_cluster()
                 continue
-            spec = getattr(self.local_job.job.spec.replicas, task.role)
+            spec = self.local_job.job.spec.replicas.of(task.role)
             recreated = sum(r.total for t, r in self._recreations.items() if t.role == task.role)
             decision = on_failure(
                 task.role,
@@ -226,6 +239,7 @@ class Supervisor:
                 self.local_job.job.spec.run_policy.backoff_limit,
                 recreated,
                 spec.recreate_limit,
+                alone=task.role not in self.local_job.strategy.restarts_job,
             )
             if decision.action == "recreate_pod":
                 delay = self._count_recreation(task, datetime.now(UTC))
@@ -246,17 +260,22 @@ class Supervisor:
                 self.stop()
                 return self._result(False, message)
 
+    def _training_done(self) -> bool:
+        job = self.local_job.job
+        done = {(t.role, t.index) for t in self._finished}
+        return self.local_job.strategy.training_succeeded(done, replica_counts(job), job.spec.run_policy.success_policy)
+
     def _evaluator_still_useful(self) -> bool:
-        """After the chief is done, give a running evaluator a while to evaluate the final checkpoint."""
+        """After training is done, give a running evaluator a while to evaluate the final checkpoint."""
         evaluators = [t for t in self.children if t.role == "evaluator" and t not in self._finished]
         if not evaluators:
             return False
-        if self._chief_done_at is None:
-            self._chief_done_at = time.monotonic()
+        if self._done_at is None:
+            self._done_at = time.monotonic()
             self.display.event(
                 f"waiting up to {EVALUATOR_FINISH_S:.0f}s for the evaluator to evaluate the final checkpoint"
             )
-        return time.monotonic() - self._chief_done_at < EVALUATOR_FINISH_S
+        return time.monotonic() - self._done_at < EVALUATOR_FINISH_S
 
     def _result(self, ok: bool, message: str) -> TrainingResult:
         return TrainingResult(ok=ok, message=message, restarts=self.restarts, status=self.status)
@@ -277,7 +296,7 @@ class Supervisor:
         if status is not None:
             before = self.status or Status()
             if status.message and status.message != before.message:
-                self.display.event(f"chief-0: {status.message}")
+                self.display.event(f"{self.local_job.lead.name}: {status.message}")
             if status.checkpoint_step is not None and status.checkpoint_step != before.checkpoint_step:
                 self.display.event(f"checkpoint at step {status.checkpoint_step}: {status.checkpoint_path}")
             self.status = status
@@ -291,10 +310,12 @@ class Supervisor:
                 self.children[task].start()
 
     def _first_failure(self) -> tuple[Task, int] | None:
-        """The first process (in FAILURE_ORDER) that ended badly; records clean exits of chief/evaluator."""
-        chief_done = Task("chief", 0) in self._finished
+        """The first process (in FAILURE_ORDER) that ended badly; records the clean exits of the roles the
+        strategy lets finish."""
+        finishes = self.local_job.strategy.finishes
+        done = self._training_done()
         for role in FAILURE_ORDER:
-            if chief_done and role in ("ps", "worker"):
+            if done and role != "evaluator":
                 continue  # training is over; only the evaluator still matters
             for task, child in self.children.items():
                 if task.role != role or task in self._finished or task in self._recreate_at:
@@ -302,7 +323,7 @@ class Supervisor:
                 code = child.poll()
                 if code is None:
                     continue
-                if code == 0 and role in ("chief", "evaluator"):
+                if code == 0 and role in finishes:
                     self._finished.add(task)
                     if role == "evaluator":
                         self.display.event(f"{task.name} finished: {child.reason().split(': ', 1)[-1]}")

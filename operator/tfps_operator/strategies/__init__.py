@@ -1,0 +1,62 @@
+"""How the replicas of a job train together: what differs between ParameterServer and MultiWorkerMirrored jobs,
+as data one small module per strategy declares and the state machine, the builders and ``tfps run`` consult.
+
+A strategy says which roles' failures restart the whole job (the rest are recreated alone), which roles end
+on their own when training is done, which roles touch the job's storage, which stop first on suspension, and
+when training has succeeded. TF_CONFIG needs no per-strategy rule: the cluster lists the roles that have
+replicas (:mod:`..manifests.tfconfig`), which is what both strategies expect. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from tfps_wire.strategy import lead_task
+
+from ..api.models import PSTrainingJob, Role, Strategy, SuccessPolicy, replica_counts
+
+Task = tuple[Role, int]
+
+
+@dataclass(frozen=True)
+class TrainingStrategy:
+    name: Strategy
+    restarts_job: frozenset[Role]
+    """Roles whose failure (or disappearance) restarts every pod of the job from the latest checkpoint; any other
+    role's failed pod is recreated alone."""
+    finishes: frozenset[Role]
+    """Roles whose pods exit 0 on their own when training is done; any other role exiting is a failure."""
+    storage_roles: frozenset[Role]
+    """Roles that read or write the job's storage (and so get its credentials)."""
+    stops_first: frozenset[Role]
+    """On suspension these stop first (their SIGTERM save needs the rest of the cluster); the rest follow."""
+
+    def lead(self, counts: Mapping[Role, int]) -> Task:
+        """The task that reports progress and whose success ends training: the chief, else worker 0."""
+        role, index = lead_task(counts)
+        return role, index  # type: ignore[return-value]
+
+    def training_succeeded(
+        self, succeeded: Collection[Task], counts: Mapping[Role, int], policy: SuccessPolicy
+    ) -> bool:
+        """Training is done: the lead exited 0 (ChiefOrWorker0), or every chief and worker did (AllWorkers)."""
+        if policy == "AllWorkers":
+            tasks = [(r, i) for r in ("chief", "worker") for i in range(counts.get(r, 0))]
+            return all(t in succeeded for t in tasks)
+        return self.lead(counts) in succeeded
+
+
+def of(job: PSTrainingJob) -> TrainingStrategy:
+    """The strategy of ``job`` (``spec.strategy``)."""
+    from . import multi_worker_mirrored, parameter_server
+
+    return {
+        "ParameterServer": parameter_server.STRATEGY,
+        "MultiWorkerMirrored": multi_worker_mirrored.STRATEGY,
+    }[job.spec.strategy]
+
+
+def lead_of(job: PSTrainingJob) -> Task:
+    """The lead task of ``job``."""
+    return of(job).lead(replica_counts(job))

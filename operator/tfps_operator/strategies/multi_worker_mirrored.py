@@ -1,0 +1,22 @@
+"""MultiWorkerMirroredStrategy and the other collective (all-reduce) strategies: every worker (and the optional
+chief, which is one more worker) holds a full replica of the variables and trains in lock step.
+
+A collective cannot go on with a member missing, so any chief or worker failure restarts every pod from the
+latest checkpoint. Every training task ends on its own when training is done, and every one of them writes to
+storage (worker 0 or the chief writes the real checkpoint; the others write to temporary directories, as
+TensorFlow's checkpoint managers and ``BackupAndRestore`` require). On suspension all stop at once: their
+SIGTERM handlers (``PreemptionCheckpointHandler``, ``BackupAndRestore``) agree on the save step among
+themselves.
+"""
+
+from __future__ import annotations
+
+from . import TrainingStrategy
+
+STRATEGY = TrainingStrategy(
+    name="MultiWorkerMirrored",
+    restarts_job=frozenset({"chief", "worker"}),
+    finishes=frozenset({"chief", "worker", "evaluator"}),
+    storage_roles=frozenset({"chief", "worker", "evaluator"}),
+    stops_first=frozenset(),
+)
