@@ -165,7 +165,7 @@ def test_replica_counts_are_immutable_once_started(objs: Any, api_namespace: str
             )
             assert "spec.replicas" in msg and "immutable once the job has started" in msg, msg
         new = copy.deepcopy(old)
-        new["spec"]["replicas"][role]["replicas"] = n
+        new["spec"]["replicas"].setdefault(role, {})["replicas"] = n
         with pytest.raises(JobValidationError, match="spec.replicas: replica counts are immutable"):
             validate_job(new, old=old)
     # other fields, and the rest of a replica spec, stay mutable

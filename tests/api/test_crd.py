@@ -194,7 +194,7 @@ def test_cel_rules_are_in_the_crd_and_compile() -> None:
     where = {p for p, _ in rules}
     assert {"", ".spec", ".spec.replicas", ".spec.storage", ".spec.training.checkpoint", ".spec.export.tflite"} <= where
     transition = [r for p, r in rules if "oldSelf" in r["rule"]]
-    assert len(transition) == 1 and transition[0]["fieldPath"] == ".spec.replicas"
+    assert sorted(r["fieldPath"] for r in transition) == [".spec.replicas", ".spec.strategy"]
 
 
 def test_gt_is_refused_by_the_generator() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tfps_operator.api.models import PSTrainingJob
+from tfps_operator.api.models import PSTrainingJob, replica_counts
 from tfps_operator.api.validate import JobValidationError, validate_job
 from tfps_operator.tools.cli import main as tfps
 
@@ -196,6 +196,31 @@ def test_replica_counts_are_immutable_once_started() -> None:
     same = copy.deepcopy(old)
     same["spec"]["replicas"]["worker"]["restartPolicy"] = "Never"
     validate_job(same, old=_started(old))
+    spelled = copy.deepcopy(old)  # the strategy's defaults written out are the same counts
+    spelled["spec"]["replicas"].update(chief={"replicas": 1}, ps={"replicas": 1})
+    validate_job(spelled, old=_started(old))
+
+
+def test_the_strategy_is_immutable_once_started_and_its_default_counts_follow_it() -> None:
+    old = base_job()
+    old["spec"]["model"] = {"command": ["python", "train.py"]}
+    new = copy.deepcopy(old)
+    new["spec"]["strategy"] = "MultiWorkerMirrored"
+    new["spec"]["replicas"]["ps"] = {"replicas": 0}
+    validate_job(new, old=old)
+    with pytest.raises(JobValidationError) as err:
+        validate_job(new, old=_started(old))
+    assert [e.path for e in err.value.errors] == ["spec.replicas", "spec.strategy"], err.value.errors
+
+
+def test_a_worker_only_job_needs_no_chief_or_ps() -> None:
+    obj = base_job()
+    obj["spec"].update(strategy="MultiWorkerMirrored", model={"command": ["python", "train.py"]})
+    job = validate_job(obj)
+    assert replica_counts(job) == {"chief": 0, "ps": 0, "worker": 2, "evaluator": 0}
+    obj["spec"]["replicas"]["chief"] = {"replicas": 1}
+    obj["spec"]["runPolicy"] = {"successPolicy": "AllWorkers"}
+    assert replica_counts(validate_job(obj))["chief"] == 1
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

@@ -5,30 +5,42 @@ could not carry over (:class:`NotCarried`); :func:`render` prints the YAML with 
 comment at the top; :func:`main` also names them on stderr. The result is validated with the API's
 own rules before it is printed, so what comes out is a job the API server accepts.
 
+The strategy follows the TFJob's shape, as Kubeflow runs it: with PS replicas, ``strategy: ParameterServer``
+(Chief/Master, PS, Worker, optional Evaluator); without (or with ``replicas: 0``), all-reduce:
+``strategy: MultiWorkerMirrored`` (Worker, optional Chief/Master and Evaluator; ``replicas.ps`` left out,
+``replicas.chief`` only when the TFJob has one). :attr:`Conversion.notes` says which and why.
+
 What maps (TFJob field -> PSTrainingJob field):
 
 - ``tfReplicaSpecs.{PS,Worker,Chief,Master,Evaluator}`` -> ``replicas.{ps,worker,chief,chief,evaluator}``:
   ``replicas`` (TFJob default 1), ``restartPolicy`` (TFJob default Never; Always becomes OnFailure, the
   nearest: a replica that succeeded is not restarted here), the ``tensorflow`` container's
   ``image`` (``spec.image`` when every replica type has the same), ``command`` + ``args`` (the program:
-  ``spec.model.command`` when the same everywhere, else per replica type ``template.spec.command``),
+  ``spec.model.command`` is the chief's, or the workers' in a job without a chief; a replica type that
+  runs another program gets it as ``template.spec.command``),
   ``env`` (``TF_USE_LEGACY_KERAS`` becomes ``model.keras``; without it the job runs Keras 2, as a
   TensorFlow <= 2.15 program expects), ``resources``, ``volumeMounts``, ``securityContext``, the
   ``tfjob-port`` port (``training.port``); the pod's ``nodeSelector``, ``tolerations``, ``affinity``,
   ``topologySpreadConstraints``, ``priorityClassName``, ``imagePullSecrets``, ``serviceAccountName``,
   ``automountServiceAccountToken``, ``initContainers``, ``volumes``, ``securityContext``, and the
   template's labels and annotations; ``schedulerName`` -> ``runPolicy.schedulerName``.
+- ``successPolicy``: ``""``/absent (TFJob's default: the chief, or worker 0 without one) -> the default
+  ``runPolicy.successPolicy`` ChiefOrWorker0; ``AllWorkers`` -> ``runPolicy.successPolicy: AllWorkers`` in a
+  job without PS or Chief/Master (Kubeflow ignores it when there is a Chief/Master, and it cannot apply to a
+  ParameterServer job, whose workers never exit: then it is named, not carried).
 - ``runPolicy``: ``cleanPodPolicy`` (TFJob default Running), ``backoffLimit``, ``activeDeadlineSeconds``,
   ``ttlSecondsAfterFinished``, ``suspend``; ``schedulingPolicy``'s ``minAvailable``, ``priorityClass`` and
   ``scheduleTimeoutSeconds`` (gang scheduling, when the operator has it enabled) and ``queue`` (Kueue,
   when the operator integrates with it).
 
-Not carried over (named): ``schedulingPolicy.minResources``,
-``runPolicy.managedBy``, ``successPolicy``, ``enableDynamicWorker``, containers other than
-``tensorflow`` (sidecars), and every other pod or container field (``workingDir``, probes, ``ports``
-other than tfjob-port, ``hostNetwork``...). Refused (no job printed): not a TFJob, no Chief/Master
-(a ParameterServerStrategy job needs its coordinator), a replica type this project does not have, no
-PS or Worker, a program that cannot be told (no ``command`` and no ``args``).
+Not carried over (named): ``schedulingPolicy.minResources``, ``runPolicy.managedBy``, ``successPolicy:
+AllWorkers`` where it cannot map (above), ``enableDynamicWorker``, a PS with ``replicas: 0``, containers other
+than ``tensorflow`` (sidecars), and every other pod or container field (``workingDir``, probes, ``ports``
+other than tfjob-port, ``hostNetwork``...). Refused (no job printed): not a TFJob, a replica type this project
+does not have, no Worker, PS without a Chief/Master (a ParameterServerStrategy job needs its coordinator),
+a Chief/Master whose replicas is not 1 (with PS) or above 1 (without), a ``tensorflow`` container with
+neither ``command`` nor ``args`` (the image's ENTRYPOINT runs the program: tfps wraps the program, so the
+manifest must name its argv).
 
 The export is left disabled (``export.enabled: false``): an unchanged TFJob program does not save its
 model to ``$(TFPS_MODEL_DIR)``; enable it once it does.
@@ -45,6 +57,7 @@ from typing import Any
 
 import yaml
 
+from ..api.models import Strategy
 from ..api.validate import JobValidationError, validate_job
 
 TFJOB_API_VERSION = "kubeflow.org/v1"
@@ -117,10 +130,21 @@ class Conversion:
     """``spec.model.keras`` values the replicas' ``TF_USE_LEGACY_KERAS`` asked for."""
 
 
+def _count(rs: dict[str, Any], where: str) -> int:
+    """The ``replicas`` of a TFJob replica spec (TFJob's default: 1)."""
+    n = rs.get("replicas")
+    if n is None:
+        return 1
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ConvertError(f"{where}.replicas: must be a non-negative integer, got {n!r}")
+    return n
+
+
 def _replicas(spec: dict[str, Any], where: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The replica specs by our role (``Master`` is the chief): role -> (TFJob key, replica spec)."""
     raw = spec.get("tfReplicaSpecs")
     if not isinstance(raw, dict) or not raw:
-        raise ConvertError(f"{where}.tfReplicaSpecs: required: the replica types (PS, Worker, Chief...)")
+        raise ConvertError(f"{where}.tfReplicaSpecs: required: the replica types (Worker, PS, Chief...)")
     out: dict[str, tuple[str, dict[str, Any]]] = {}
     for key, rs in raw.items():
         role = ROLES.get(str(key).lower())
@@ -134,18 +158,88 @@ def _replicas(spec: dict[str, Any], where: str) -> dict[str, tuple[str, dict[str
         if not isinstance(rs, dict):
             raise ConvertError(f"{where}.tfReplicaSpecs.{key}: must be a replica spec")
         out[role] = (str(key), rs)
-    if "chief" not in out:
-        raise ConvertError(
-            f"{where}.tfReplicaSpecs: no Chief (or Master): a ParameterServerStrategy job needs its "
-            "coordinator; add a Chief replica with replicas: 1 running the program's chief branch"
-        )
-    for role in ("ps", "worker"):
-        if role not in out:
-            raise ConvertError(
-                f"{where}.tfReplicaSpecs: no {'PS' if role == 'ps' else 'Worker'} replica: a "
-                "parameter-server job needs at least one PS and one Worker"
-            )
     return out
+
+
+def _strategy(replicas: dict[str, tuple[str, dict[str, Any]]], where: str, conv: Conversion) -> Strategy:
+    """The strategy of the TFJob's shape, as Kubeflow runs it: with parameter servers, ParameterServer
+    (which needs a Chief and Workers); without, all-reduce: MultiWorkerMirrored (Workers, an optional Chief).
+    A PS with ``replicas: 0`` is no PS (Kubeflow's TF_CONFIG then has none): it is dropped from ``replicas``."""
+    ps = replicas.get("ps")
+    if ps is not None and _count(ps[1], f"{where}.tfReplicaSpecs.{ps[0]}") == 0:
+        conv.not_carried.append(
+            NotCarried(f"{where}.tfReplicaSpecs.{ps[0]}", "replicas 0: no parameter servers, so no PS replica type")
+        )
+        del replicas["ps"]
+        ps = None
+    if "worker" not in replicas:
+        if ps is not None:
+            raise ConvertError(
+                f"{where}.tfReplicaSpecs: no Worker replica: a parameter-server job needs at least one PS and one "
+                "Worker"
+            )
+        raise ConvertError(
+            f"{where}.tfReplicaSpecs: no Worker replica: a job here trains on Workers (at least one); a TFJob "
+            "without PS runs as MultiWorkerMirrored, whose Workers are tfReplicaSpecs.Worker (a single-process "
+            "Chief-only job becomes a Worker with replicas: 1)"
+        )
+    if ps is None:
+        conv.notes.append(
+            "strategy: MultiWorkerMirrored, as the TFJob has no PS (Kubeflow runs it as all-reduce: "
+            "MultiWorkerMirroredStrategy or another collective strategy); a chief or worker failure restarts "
+            "every chief and worker pod from the latest checkpoint"
+        )
+        return "MultiWorkerMirrored"
+    if "chief" not in replicas:
+        raise ConvertError(
+            f"{where}.tfReplicaSpecs.Chief: required with PS: no Chief (or Master): a ParameterServerStrategy job "
+            "needs its coordinator; add a Chief replica with replicas: 1 running the program's chief branch"
+        )
+    conv.notes.append("strategy: ParameterServer, as the TFJob has PS replicas (ParameterServerStrategy)")
+    return "ParameterServer"
+
+
+def _check_chief(key: str, count: int, strategy: Strategy, where: str) -> None:
+    """A ParameterServer job has exactly one chief; a MultiWorkerMirrored job at most one."""
+    if strategy == "ParameterServer" and count != 1:
+        raise ConvertError(f"{where}.tfReplicaSpecs.{key}.replicas: must be 1 (one coordinator), got {count}")
+    if count > 1:
+        raise ConvertError(
+            f"{where}.tfReplicaSpecs.{key}.replicas: must be 0 or 1 (a job has at most one chief), got {count}"
+        )
+
+
+def _success_policy(spec: dict[str, Any], strategy: Strategy, chief: str | None, conv: Conversion) -> str | None:
+    """``runPolicy.successPolicy`` for the TFJob's ``successPolicy`` (None: the default, ChiefOrWorker0).
+
+    Kubeflow reads it only when the TFJob has no Chief/Master: then ``""`` (its default) succeeds when
+    worker 0 does (ChiefOrWorker0 here) and ``AllWorkers`` when every worker has. With a Chief/Master the
+    chief's exit decides whatever it says, as ChiefOrWorker0 does here: ``AllWorkers`` is then named, not
+    carried."""
+    policy = spec.get("successPolicy") or ""
+    if policy not in ("", "AllWorkers"):
+        raise ConvertError(f"spec.successPolicy: {policy!r} is not a TFJob success policy ('' or AllWorkers)")
+    if not policy:
+        return None
+    if strategy == "ParameterServer":
+        conv.not_carried.append(
+            NotCarried(
+                "spec.successPolicy",
+                "AllWorkers cannot apply to a ParameterServer job (its workers never exit): it succeeds when "
+                "the chief does, as the TFJob with its Chief did",
+            )
+        )
+        return None
+    if chief is not None:
+        conv.not_carried.append(
+            NotCarried(
+                "spec.successPolicy",
+                f"Kubeflow ignores AllWorkers in a TFJob with a {chief}: the chief's exit decides, as the default "
+                "ChiefOrWorker0 does here; set runPolicy.successPolicy: AllWorkers to wait for every worker too",
+            )
+        )
+        return None
+    return "AllWorkers"
 
 
 def _container(pod: dict[str, Any], where: str, dropped: list[NotCarried]) -> dict[str, Any]:
@@ -170,14 +264,23 @@ def _container(pod: dict[str, Any], where: str, dropped: list[NotCarried]) -> di
 
 
 def _program(c: dict[str, Any], where: str, notes: list[str]) -> list[str]:
+    """The program's argv: ``command`` + ``args``. tfps runs it under its wrapper (which follows the
+    checkpoints and classifies failures), so the argv must be in the manifest, not only in the image."""
     command, args = c.get("command") or [], c.get("args") or []
     if not command and not args:
         raise ConvertError(
-            f"{where}: neither command nor args: the program runs from the image's default command, "
-            "which tfps convert cannot know; set command (e.g. [python, train.py])"
+            f"{where}.command: required: the {CONTAINER} container has neither command nor args, so the image's "
+            "ENTRYPOINT/CMD runs the program, and tfps convert cannot read an image. Add the program as command: "
+            f"in the {CONTAINER} container, e.g. the image's ENTRYPOINT and CMD such as "
+            '["python", "/opt/train.py"] '
+            "(docker inspect IMAGE shows them under Config): tfps runs the program inside its wrapper, which "
+            "follows checkpoints and classifies failures, so it must know the program's argv"
         )
     if not command:
-        notes.append(f"{where}: no command; the program is args {args!r} (assumes the image has no ENTRYPOINT)")
+        notes.append(
+            f"{where}: no command; the program is args {args!r} (assumes the image has no ENTRYPOINT: if it "
+            "has one, put it in front, as command)"
+        )
     return [str(x) for x in [*command, *args]]
 
 
@@ -186,7 +289,7 @@ def _replica(
 ) -> tuple[dict[str, Any], list[str], str | None, int | None, str | None]:
     """The PSTrainingJob replica spec, its program, image, gRPC port and scheduler name."""
     dropped = conv.not_carried
-    out: dict[str, Any] = {"replicas": int(rs.get("replicas", 1))}
+    out: dict[str, Any] = {"replicas": _count(rs, where)}
     policy = rs.get("restartPolicy", TFJOB_DEFAULT_RESTART)
     if policy not in RESTART:
         raise ConvertError(
@@ -288,13 +391,11 @@ def convert(doc: dict[str, Any]) -> Conversion:
             conv.not_carried.append(NotCarried(f"metadata.{k}", "not carried over"))
     spec = doc.get("spec") or {}
     replicas = _replicas(spec, "spec")
+    strategy = _strategy(replicas, "spec", conv)
     for k in spec:
-        if k == "runPolicy" or k == "tfReplicaSpecs":
+        if k in ("runPolicy", "tfReplicaSpecs", "successPolicy"):
             continue
-        reason = {
-            "successPolicy": "the job succeeds when the chief does",
-            "enableDynamicWorker": "workers are a fixed set",
-        }
+        reason = {"enableDynamicWorker": "workers are a fixed set"}
         conv.not_carried.append(NotCarried(f"spec.{k}", reason.get(k, "not a TFJob field this project carries")))
     built: dict[str, dict[str, Any]] = {}
     programs: dict[str, list[str]] = {}
@@ -311,12 +412,10 @@ def convert(doc: dict[str, Any]) -> Conversion:
             ports.add(port)
         if scheduler:
             schedulers.add(scheduler)
-    if built["chief"]["replicas"] != 1:
-        raise ConvertError(
-            f"spec.tfReplicaSpecs.{replicas['chief'][0]}.replicas: must be 1 (one coordinator), got "
-            f"{built['chief']['replicas']}"
-        )
-    job_spec: dict[str, Any] = {}
+    chief_key = replicas["chief"][0] if "chief" in replicas else None
+    if chief_key is not None:
+        _check_chief(chief_key, built["chief"]["replicas"], strategy, "spec")
+    job_spec: dict[str, Any] = {"strategy": strategy}
     distinct_images = {i for i in images.values() if i}
     if len(distinct_images) == 1 and all(images.values()):
         job_spec["image"] = distinct_images.pop()
@@ -324,8 +423,10 @@ def convert(doc: dict[str, Any]) -> Conversion:
         for role, image in images.items():
             if image:
                 built[role]["image"] = image
-    chief_program = programs["chief"]
-    job_spec["model"] = {"command": chief_program}
+    # The job's program is its lead's: the chief's, or the workers' in a job without one; a replica type
+    # that runs another program gets it in its template.
+    lead_program = programs["chief" if "chief" in programs else "worker"]
+    job_spec["model"] = {"command": lead_program}
     if len(conv.keras) > 1:
         raise ConvertError(
             f"spec.tfReplicaSpecs: the replicas set {LEGACY_KERAS_ENV} differently; one Keras runs the whole job"
@@ -339,7 +440,7 @@ def convert(doc: dict[str, Any]) -> Conversion:
             "set keras3 for a program written for Keras 3"
         )
     for role, program in programs.items():
-        if program != chief_program:
+        if program != lead_program:
             built[role].setdefault("template", {}).setdefault("spec", {})["command"] = program
     job_spec["replicas"] = built
     if len(ports) > 1:
@@ -347,6 +448,9 @@ def convert(doc: dict[str, Any]) -> Conversion:
     if ports:
         job_spec["training"] = {"port": min(ports)}
     run_policy: dict[str, Any] = {"cleanPodPolicy": TFJOB_DEFAULT_CLEAN_POD_POLICY}
+    success_policy = _success_policy(spec, strategy, chief_key, conv)
+    if success_policy:
+        run_policy["successPolicy"] = success_policy
     for k, v in (spec.get("runPolicy") or {}).items():
         if k in RUN_POLICY_FIELDS:
             run_policy[RUN_POLICY_FIELDS[k]] = v

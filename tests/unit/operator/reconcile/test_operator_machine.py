@@ -914,7 +914,7 @@ def test_exit_code_table_kinds_and_the_documented_table():
 
     from tfps_wire import exitcodes
 
-    assert [exitcodes.kind(c) for c in (0, 1, 2, 3, 4, 5, 6, 7, 130, 137, 143, 42, None)] == [
+    assert [exitcodes.kind(c) for c in (0, 1, 2, 3, 4, 5, 6, 7, 130, 137, 143, 41, None)] == [
         "success",
         "unknown",
         "permanent",

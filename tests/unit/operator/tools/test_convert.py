@@ -1,5 +1,6 @@
 """`tfps convert`: Kubeflow TFJob (kubeflow.org/v1) manifests, in TFJob's own shape and defaults, to
-PSTrainingJobs in script mode; what cannot be carried over is named, what cannot work is refused."""
+PSTrainingJobs in script mode (ParameterServer with PS, MultiWorkerMirrored without); what cannot be
+carried over is named, what cannot work is refused."""
 
 from __future__ import annotations
 
@@ -127,6 +128,7 @@ def test_a_parameter_server_tfjob_maps_field_by_field() -> None:
         "kind": "PSTrainingJob",
         "metadata": {"name": "mnist-ps", "namespace": "ml"},
         "spec": {
+            "strategy": "ParameterServer",
             "image": "gcr.io/p/train:2",
             "model": {"command": ["python", "/app/train.py", "--epochs=3"]},
             "replicas": {
@@ -160,6 +162,7 @@ def test_a_parameter_server_tfjob_maps_field_by_field() -> None:
         },
     }
     assert conv.not_carried == []
+    assert any(n.startswith("strategy: ParameterServer, as the TFJob has PS") for n in conv.notes)
     validate_job(conv.job)
 
 
@@ -265,7 +268,11 @@ def test_every_field_not_carried_over_is_named() -> None:
     [
         (tfjob({"PS": replica(1), "Worker": replica(2)}), "no Chief (or Master)"),
         (tfjob({"Chief": replica(2), "PS": replica(1), "Worker": replica(1)}), "Chief.replicas: must be 1"),
-        (tfjob({"Chief": replica(1), "Worker": replica(1)}), "no PS replica"),
+        (tfjob({"Chief": replica(0), "PS": replica(1), "Worker": replica(1)}), "Chief.replicas: must be 1"),
+        (tfjob({"Master": replica(2), "Worker": replica(1)}), "Master.replicas: must be 0 or 1"),
+        (tfjob({"Chief": replica(1), "PS": replica(1)}), "no Worker replica: a parameter-server job needs"),
+        (tfjob({"Chief": replica(1)}), "no Worker replica: a job here trains on Workers"),
+        (tfjob({"Worker": replica(1)}, successPolicy="AnyWorker"), "spec.successPolicy: 'AnyWorker' is not"),
         (
             tfjob({"Chief": replica(1), "PS": replica(1), "Worker": replica(1), "Launcher": replica(1)}),
             "Launcher: not a TFJob replica type",
@@ -316,3 +323,126 @@ def test_tf_use_legacy_keras_becomes_the_keras_field_and_keras_2_is_the_default(
     )
     with pytest.raises(ConvertError, match="TF_USE_LEGACY_KERAS differently"):
         convert(mixed)
+
+
+# The most common TFJob: MultiWorkerMirroredStrategy on Workers alone (Kubeflow runs a TFJob without PS
+# as all-reduce).
+MWMS_TFJOB = tfjob(
+    {
+        "Worker": {
+            "replicas": 3,
+            "restartPolicy": "OnFailure",
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "tensorflow",
+                            "image": "gcr.io/p/mwms:1",
+                            "command": ["python", "/app/mwms.py"],
+                            "args": ["--epochs=3"],
+                            "resources": {"limits": {"nvidia.com/gpu": 1}},
+                        }
+                    ]
+                }
+            },
+        }
+    }
+)
+
+
+def test_a_worker_only_tfjob_becomes_a_multi_worker_mirrored_job_without_ps_or_chief() -> None:
+    conv = convert(copy.deepcopy(MWMS_TFJOB))
+    spec = conv.job["spec"]
+    assert spec["strategy"] == "MultiWorkerMirrored"
+    assert spec["model"] == {"command": ["python", "/app/mwms.py", "--epochs=3"]}
+    assert spec["replicas"] == {
+        "worker": {"replicas": 3, "restartPolicy": "OnFailure", "resources": {"limits": {"nvidia.com/gpu": 1}}}
+    }
+    assert spec["runPolicy"] == {"cleanPodPolicy": "Running"}  # no successPolicy: the default, ChiefOrWorker0
+    assert conv.not_carried == []
+    assert any(n.startswith("strategy: MultiWorkerMirrored, as the TFJob has no PS") for n in conv.notes)
+    job = validate_job(conv.job)
+    assert job.spec.strategy == "MultiWorkerMirrored"
+    assert [job.spec.replicas.of(r).replicas for r in ("chief", "ps", "worker", "evaluator")] == [0, 0, 3, 0]
+    assert job.spec.run_policy.success_policy == "ChiefOrWorker0"
+
+
+def test_worker_and_chief_keep_the_chief_and_the_job_runs_the_chiefs_program() -> None:
+    conv = convert(
+        tfjob({"Master": replica(1, command=("python", "lead.py")), "Worker": replica(2, command=("python", "w.py"))})
+    )
+    spec = conv.job["spec"]
+    assert spec["strategy"] == "MultiWorkerMirrored" and "ps" not in spec["replicas"]
+    assert spec["replicas"]["chief"] == {"replicas": 1, "restartPolicy": "Never"}
+    assert spec["model"]["command"] == ["python", "lead.py"]
+    assert spec["replicas"]["worker"]["template"]["spec"]["command"] == ["python", "w.py"]
+    job = validate_job(conv.job)
+    assert [job.spec.replicas.of(r).replicas for r in ("chief", "ps", "worker")] == [1, 0, 2]
+    assert job.spec.program("worker") == ["python", "w.py"]
+
+
+def test_worker_and_evaluator_run_the_workers_program_without_a_chief() -> None:
+    conv = convert(
+        tfjob({"Evaluator": replica(command=("python", "eval.py")), "Worker": replica(2, command=("python", "w.py"))})
+    )
+    spec = conv.job["spec"]
+    assert spec["strategy"] == "MultiWorkerMirrored"
+    assert set(spec["replicas"]) == {"worker", "evaluator"}
+    assert spec["model"]["command"] == ["python", "w.py"]  # the workers', not the first replica type's
+    assert "template" not in spec["replicas"]["worker"]
+    assert spec["replicas"]["evaluator"]["template"]["spec"]["command"] == ["python", "eval.py"]
+    job = validate_job(conv.job)
+    assert [job.spec.replicas.of(r).replicas for r in ("chief", "ps", "worker", "evaluator")] == [0, 0, 2, 1]
+
+
+def test_a_ps_with_replicas_0_is_no_ps() -> None:
+    conv = convert(tfjob({"PS": replica(0), "Worker": replica(2)}))
+    assert conv.job["spec"]["strategy"] == "MultiWorkerMirrored" and "ps" not in conv.job["spec"]["replicas"]
+    assert [d.path for d in conv.not_carried] == ["spec.tfReplicaSpecs.PS"]
+    validate_job(conv.job)
+
+
+def test_all_workers_maps_in_a_job_led_by_worker_0() -> None:
+    conv = convert(copy.deepcopy({**MWMS_TFJOB, "spec": {**MWMS_TFJOB["spec"], "successPolicy": "AllWorkers"}}))
+    assert conv.job["spec"]["runPolicy"]["successPolicy"] == "AllWorkers"
+    assert conv.not_carried == []
+    assert validate_job(conv.job).spec.run_policy.success_policy == "AllWorkers"
+    default = convert(tfjob({"Worker": replica(2)}, successPolicy=""))  # TFJob's default, spelled out
+    assert "successPolicy" not in default.job["spec"]["runPolicy"] and default.not_carried == []
+
+
+@pytest.mark.parametrize(
+    "specs, reason",
+    [
+        ({"Chief": replica(1), "PS": replica(1), "Worker": replica(2)}, "its workers never exit"),
+        ({"Master": replica(1), "Worker": replica(2)}, "Kubeflow ignores AllWorkers in a TFJob with a Master"),
+    ],
+)
+def test_all_workers_is_named_where_the_chief_decides(specs, reason) -> None:
+    conv = convert(tfjob(specs, successPolicy="AllWorkers"))
+    assert [d.path for d in conv.not_carried] == ["spec.successPolicy"]
+    assert reason in conv.not_carried[0].reason
+    assert "successPolicy" not in conv.job["spec"]["runPolicy"]
+    assert validate_job(conv.job).spec.run_policy.success_policy == "ChiefOrWorker0"
+
+
+def test_a_container_run_by_its_image_entrypoint_is_refused_saying_what_to_add() -> None:
+    worker = replica(2, command=None)
+    sidecar = {"name": "log-shipper", "image": "fluent:1"}
+    worker["template"]["spec"]["containers"].insert(0, sidecar)
+    with pytest.raises(ConvertError) as err:
+        convert(tfjob({"Worker": worker}))
+    message = str(err.value)
+    assert message.startswith("spec.tfReplicaSpecs.Worker.template.spec.containers[1].command: required: ")
+    assert "neither command nor args" in message and "ENTRYPOINT" in message
+    assert "Add the program as command: in the tensorflow container" in message
+    assert '["python", "/opt/train.py"]' in message
+    assert "must know the program's argv" in message
+
+
+def test_a_ps_job_without_a_chief_is_refused_naming_the_field_to_add() -> None:
+    with pytest.raises(ConvertError) as err:
+        convert(tfjob({"PS": replica(2), "Worker": replica(4)}))
+    message = str(err.value)
+    assert message.startswith("spec.tfReplicaSpecs.Chief: required with PS: ")
+    assert "add a Chief replica with replicas: 1" in message
