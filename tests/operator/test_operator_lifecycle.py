@@ -144,6 +144,33 @@ def test_ps_failure_restarts_the_whole_job_then_backoff_limit_fails_it(kube, ope
     assert after["j-chief-0"] == kube.trainer_pods("j")["j-chief-0"]["metadata"]["uid"]
 
 
+def test_a_worker_only_job_restarts_every_worker_on_one_failure_and_succeeds_with_worker_0(kube, operator):
+    """MultiWorkerMirrored: TF_CONFIG lists the workers only; a worker failure stops all of them (a collective
+    cannot go on with a member missing) and the job restarts whole; worker 0's success ends training."""
+    body = job_body("w", workers=2, strategy="MultiWorkerMirrored", model={"command": ["python", "train.py"]})
+    del body["spec"]["replicas"]["chief"], body["spec"]["replicas"]["ps"]
+    kube.create_job(body)
+    workers = ["w-worker-0", "w-worker-1"]
+    before = uids(kube.wait_pods_running("w", workers))
+    kube.wait_phase("w", "Running")
+    env = {e["name"]: e.get("value") for e in kube.trainer_pods("w")["w-worker-1"]["spec"]["containers"][0]["env"]}
+    tf_config = json.loads(env["TF_CONFIG"])
+    assert sorted(tf_config["cluster"]) == ["worker"] and tf_config["task"] == {"type": "worker", "index": 1}
+    kube.finish_pod("w-worker-1", "Failed", 1, "a collective op timed out")
+    kube.wait_until(lambda: kube.status("w").get("restarts") == 1, timeout=20, what="restarts == 1")
+    kube.wait_until(
+        lambda: (u := uids(kube.wait_pods_running("w", workers))) and not set(u.values()) & set(before.values()),
+        timeout=30,
+        interval=0.3,
+        what="both workers recreated",
+    )
+    assert "JobRestarting" in kube.event_reasons("w")
+    kube.finish_pod("w-worker-0", "Succeeded", 0, "completed step 40/40; final checkpoint /data/ckpt-40")
+    st = kube.wait_phase("w", "Succeeded")
+    assert st["restarts"] == 1 and st["checkpoint"]["step"] == 40
+    kube.wait_until(lambda: sorted(kube.trainer_pods("w")) == ["w-worker-0"], timeout=20, what="worker 1 deleted")
+
+
 def test_active_deadline_fails_the_job_by_timer(kube, operator):
     kube.create_job(job_body("j", run_policy={"activeDeadlineSeconds": 4}))
     kube.wait_phase("j", "Running")
