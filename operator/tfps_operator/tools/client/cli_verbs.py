@@ -63,9 +63,9 @@ def register(sub: Any) -> None:
     _output(wait)
     wait.set_defaults(verb_main=_wait)
 
-    logs = sub.add_parser("logs", help="the trainer log of one pod of a job (default: the chief)")
+    logs = sub.add_parser("logs", help="the trainer log of one pod of a job (default: its lead, the chief or worker 0)")
     logs.add_argument("name")
-    logs.add_argument("--role", choices=ROLES, default="chief")
+    logs.add_argument("--role", choices=ROLES, default=None, help="default: the lead (the chief, else worker)")
     logs.add_argument("--index", type=int, default=0, help="replica index (default 0)")
     logs.add_argument("--follow", "-f", action="store_true", help="stream until the container ends")
     logs.add_argument("--tail", type=int, default=None, help="only the last N lines")

@@ -26,6 +26,7 @@ from typing import Any
 from ...api.models import GROUP, PLURAL, VERSION, PSTrainingJob, PSTrainingJobSpec, PSTrainingJobStatus, Role
 from ...api.validate import validate_job
 from ...manifests import labels, names
+from ...strategies import lead_of
 from .. import codepack
 from ..jobfile import load_job
 from .artifacts import download
@@ -369,18 +370,21 @@ class TFPSClient:
     def logs(
         self,
         name: str,
-        role: Role = "chief",
+        role: Role | None = None,
         index: int = 0,
         namespace: str | None = None,
         follow: bool = False,
         tail_lines: int | None = None,
         previous: bool = False,
     ) -> str | Iterator[str]:
-        """The trainer container's log of pod ``<name>-<role>-<index>``: the text, or with ``follow`` an
-        iterator of lines until the container ends. Raises :class:`LogsUnavailable` with the API
-        server's reason when it has none to give (pod not started, kubelet unreachable)."""
+        """The trainer container's log of pod ``<name>-<role>-<index>`` (``role`` by default the job's lead: the
+        chief, or worker 0 of a job without one): the text, or with ``follow`` an iterator of lines until the
+        container ends. Raises :class:`LogsUnavailable` with the API server's reason when it has none to give
+        (pod not started, kubelet unreachable)."""
         ns = self._ns(namespace)
-        self.get(name, ns)  # a clear NotFound for the job before one for its pod
+        job = self.get(name, ns)  # a clear NotFound for the job before one for its pod
+        if role is None:
+            role = lead_of(job)[0]
         pod = names.pod_name(name, role, index)
         kw: dict[str, Any] = {"previous": previous}
         if tail_lines is not None:
