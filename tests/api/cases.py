@@ -25,6 +25,18 @@ def base_job(name: str = "job") -> dict[str, Any]:
     }
 
 
+def server_defaulted_spec(doc: dict[str, Any]) -> dict[str, Any]:
+    """The spec the API server stores for ``doc``: the client's defaulted spec without the chief and ps the
+    reader fills in from the strategy (the CRD has no default for them)."""
+    from tfps_operator.api.validate import validate_job
+
+    spec = validate_job(doc).to_wire()["spec"]
+    for role in ("chief", "ps"):
+        if role not in doc["spec"].get("replicas", {}):
+            del spec["replicas"][role]
+    return spec
+
+
 def _set(path: str, value: Any) -> Callable[[dict], None]:
     """Mutation: set a dotted path (creating dicts on the way)."""
     keys = path.split(".")

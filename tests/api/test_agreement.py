@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tfps_operator.api import models as m
 from tfps_operator.api.validate import JobValidationError, validate_job
 
-from .cases import base_job
+from .cases import base_job, server_defaulted_spec
 
 # path: (valid values, invalid values)
 CHOICES: dict[str, tuple[list[Any], list[Any]]] = {
@@ -127,10 +127,7 @@ def test_api_server_and_client_agree(choice: dict[str, Any], k8s: Any, api_names
 
     obj = _manifest(choice)
     try:
-        expected: Any = validate_job(obj).to_wire()["spec"]
-        for role in ("chief", "ps"):  # the reader fills these in from the strategy, not the server
-            if role not in obj["spec"]["replicas"]:
-                del expected["replicas"][role]
+        expected: Any = server_defaulted_spec(obj)
     except JobValidationError as e:
         expected = e
     event("client rejects" if isinstance(expected, JobValidationError) else "client accepts")
