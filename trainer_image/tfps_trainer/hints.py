@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from tfps_wire import exitcodes
+
 
 @dataclass(frozen=True)
 class Hint:
@@ -20,9 +22,10 @@ class Hint:
     fatal_after: int | None = None
     """After this many matching lines the run cannot recover (TensorFlow retries the failing closures
     without end): the process stops with a permanent error instead of flooding until it aborts."""
-    deterministic: bool = False
-    """A program that failed with this in its output fails the same way on every attempt: script mode
-    reports it as :data:`~tfps_wire.exitcodes.INCOMPATIBLE` (permanent), not as its own exit code."""
+    exit_code: int | None = None
+    """Script mode: a program that failed with this in its output exits with this code rather than its own:
+    :data:`~tfps_wire.exitcodes.INCOMPATIBLE` (permanent) for a failure that repeats on every attempt,
+    :data:`~tfps_wire.exitcodes.LOST_CLUSTER` (retryable) for one caused by another task's loss."""
 
 
 KERAS3_FIX = (
@@ -43,7 +46,18 @@ HINTS: tuple[Hint, ...] = (
             r"'\w*(Optimizer|SGD|Adam\w*|Adagrad|RMSprop|Ftrl|Nadam|Adadelta|Lion)' object has no attribute 'lr'"
         ),
         KERAS3_FIX,
-        deterministic=True,
+        exit_code=exitcodes.INCOMPATIBLE,
+    ),
+    Hint(
+        "CollectivePeerLost",
+        re.compile(
+            r"Collective ops is aborted by|stopped sending heartbeats|"
+            r"(CollectiveReduce|AllReduce|collective)\w*.*(UNAVAILABLE|Socket closed|failed to connect)",
+            re.IGNORECASE,
+        ),
+        "another task of this all-reduce job stopped (the first pod that failed has the cause); the job "
+        "restarts every worker from the latest checkpoint",
+        exit_code=exitcodes.LOST_CLUSTER,
     ),
     Hint(
         "OutsideScope",

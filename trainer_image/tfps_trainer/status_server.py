@@ -147,7 +147,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the poller gave up waiting (a busy process); it asks again
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

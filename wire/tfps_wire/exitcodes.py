@@ -82,7 +82,8 @@ TABLE: tuple[ExitCode, ...] = (
         LOST_CLUSTER,
         "LostParameterServer",
         "retryable",
-        "a parameter server became unavailable; restart the job to resume from the latest checkpoint",
+        "a parameter server (or, in an all-reduce job, another worker) became unavailable; restart the job to "
+        "resume from the latest checkpoint",
     ),
     ExitCode(
         PREEMPTED,

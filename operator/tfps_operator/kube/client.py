@@ -313,11 +313,15 @@ class Kube:
             if exc.status != 409:
                 raise
 
-    async def delete(self, kind: str, namespace: str, name: str, uid: str | None = None) -> bool:
+    async def delete(
+        self, kind: str, namespace: str, name: str, uid: str | None = None, grace_seconds: int | None = None
+    ) -> bool:
         """Delete (background propagation); True if deleted now, False if already gone or replaced."""
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
         if uid:
             body["preconditions"] = {"uid": uid}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
         try:
             await self.request("DELETE", _path(kind, namespace, name), what=f"{kind}/{name}", body=body, answer=False)
             return True

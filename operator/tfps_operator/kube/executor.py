@@ -129,7 +129,7 @@ async def _children(kube: Kube, ns: str, name: str, plan: Plan, out: ExecutionRe
                     out.create_failures[action.key] = exc.message
                 except ChildConflict as exc:
                     out.create_failures[action.key] = str(exc)
-            elif await kube.delete(action.kind, ns, action.name, action.uid):
+            elif await kube.delete(action.kind, ns, action.name, action.uid, action.grace_seconds):
                 if action.uid:
                     out.deleted.append(action.uid)
                 log.info("deleted %s in %s", action.key, ns)

@@ -43,9 +43,11 @@ class Reconciliation:
     def event(self, type_: str, reason: str, message: str) -> None:
         self.plan.events.append(Event(type_, reason, message))  # type: ignore[arg-type]
 
-    def delete_pod(self, pod: PodObs) -> None:
-        action = Delete("Pod", pod.name, pod.uid)
-        if not pod.deleting and action not in self.plan.actions:
+    def delete_pod(self, pod: PodObs, grace_seconds: int | None = None) -> None:
+        action = Delete("Pod", pod.name, pod.uid, grace_seconds)
+        if not pod.deleting and not any(
+            isinstance(a, Delete) and a.key == action.key and a.uid == pod.uid for a in self.plan.actions
+        ):
             self.plan.actions.append(action)
 
 

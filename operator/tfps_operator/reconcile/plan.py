@@ -32,6 +32,8 @@ class Delete:
     name: str
     uid: str | None = None
     """Precondition: delete only this incarnation (a same-name replacement is left alone)."""
+    grace_seconds: int | None = None
+    """A pod's grace period for this deletion; None: its own ``terminationGracePeriodSeconds``."""
 
     @property
     def key(self) -> str:

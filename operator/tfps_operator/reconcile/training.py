@@ -62,7 +62,9 @@ def training(r: Reconciliation, desired: dict[str, dict[str, Any]], export_manif
     if fatal:
         fail(r, fatal.reason, fatal.message)
         return
-    restart = next((d for _, _, d in decisions if d.action == "restart_job"), None)
+    restarts = [(p, d) for p, _, d in decisions if d.action == "restart_job"]
+    # the first to fail is the cause; later ones (a peer's collective aborted) are its consequence
+    restart = min(restarts, key=lambda pd: _finished(pd[0]))[1] if restarts else None
     if restart:
         restart_job(r, restart, current)
         return
@@ -91,6 +93,13 @@ def training(r: Reconciliation, desired: dict[str, dict[str, Any]], export_manif
             r.event("Normal", "ReplicaRecreated", f"{name} recreated with the same name")
 
     _training_phase(r, desired, current, replacing)
+
+
+def _finished(pod: PodObs | None) -> tuple[int, float]:
+    """Sort key of failed pods: those with a finish time first, earliest first; vanished pods last."""
+    if pod is None or pod.finished_at is None:
+        return (1, 0.0)
+    return (0, pod.finished_at.timestamp())
 
 
 def _failure_decision(
@@ -251,8 +260,9 @@ def restart_job(r: Reconciliation, d: Decision, current: dict[str, PodObs]) -> N
     r.set_condition(C.RESTARTING, "True", d.reason, d.message)
     r.clear(C.RUNNING, d.reason, d.message)
     r.event("Warning", d.reason, d.message)
+    grace = strategy_of(r.job).restart_grace_seconds
     for pod in current.values():  # now stale (restart label < restarts): replaced once gone
-        r.delete_pod(pod)
+        r.delete_pod(pod, grace)
 
 
 def _final_checkpoint(r: Reconciliation, lead: PodObs) -> None:

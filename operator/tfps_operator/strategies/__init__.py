@@ -31,6 +31,9 @@ class TrainingStrategy:
     """Roles that read or write the job's storage (and so get its credentials)."""
     stops_first: frozenset[Role]
     """On suspension these stop first (their SIGTERM save needs the rest of the cluster); the rest follow."""
+    restart_grace_seconds: int | None
+    """The grace period of the pods stopped by a restart of the job; None: their own
+    (``runPolicy.terminationGracePeriodSeconds``)."""
 
     def lead(self, counts: Mapping[Role, int]) -> Task:
         """The task that reports progress and whose success ends training: the chief, else worker 0."""

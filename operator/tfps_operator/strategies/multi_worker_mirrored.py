@@ -6,7 +6,9 @@ latest checkpoint. Every training task ends on its own when training is done, an
 storage (worker 0 or the chief writes the real checkpoint; the others write to temporary directories, as
 TensorFlow's checkpoint managers and ``BackupAndRestore`` require). On suspension all stop at once: their
 SIGTERM handlers (``PreemptionCheckpointHandler``, ``BackupAndRestore``) agree on the save step among
-themselves.
+themselves. A restart stops them with a short grace period: with a member gone the collective can save
+nothing, and a process holding a MultiWorkerMirroredStrategy outlives SIGTERM (TensorFlow's preemption
+watcher takes the signal), so the pod's own grace period would be spent waiting.
 """
 
 from __future__ import annotations
@@ -19,4 +21,5 @@ STRATEGY = TrainingStrategy(
     finishes=frozenset({"chief", "worker", "evaluator"}),
     storage_roles=frozenset({"chief", "worker", "evaluator"}),
     stops_first=frozenset(),
+    restart_grace_seconds=5,
 )

@@ -19,4 +19,5 @@ STRATEGY = TrainingStrategy(
     finishes=frozenset({"chief", "evaluator"}),
     storage_roles=frozenset({"chief", "evaluator"}),
     stops_first=frozenset({"chief"}),
+    restart_grace_seconds=None,  # the chief saves its last step on SIGTERM while the parameter servers are there
 )

@@ -136,7 +136,7 @@ KERAS3_FAILURES = (
 def test_a_keras_2_program_under_keras_3_is_recognised_and_named_deterministic():
     for line in KERAS3_FAILURES:
         hint = find(line)
-        assert hint is not None and hint.name == "Keras3Incompatible" and hint.deterministic, line
+        assert hint is not None and hint.name == "Keras3Incompatible" and hint.exit_code == exitcodes.INCOMPATIBLE, line
         assert "spec.model.keras: legacy" in hint.hint
     assert find("AttributeError: 'Model' object has no attribute 'lr_schedule'") is None
     assert find("ValueError: Shapes (None, 1) and (None, 10) are incompatible") is None
@@ -160,3 +160,20 @@ def test_a_program_failing_on_a_deterministic_hint_exits_incompatible_with_its_o
     other = Scanner()
     other.feed("/job:ps/replica:0/task:0 UNAVAILABLE: Socket closed")
     assert failure_code(1, other.best()) == 1
+
+
+def test_a_worker_that_failed_because_its_all_reduce_peer_died_reports_a_lost_cluster_not_its_own_fault():
+    """As TensorFlow's MultiWorkerMirroredStrategy reports it when another worker was killed mid-step."""
+    from tfps_trainer.script.wrapper import failure_code
+
+    scanner = Scanner()
+    for line in [
+        "Epoch 2/5",
+        "Collective ops is aborted by: recvmsg:Connection reset by peer",
+        "\t [[{{node CollectiveReduceV2}}]] [Op:__inference_train_function_568]",
+    ]:
+        scanner.feed(line)
+    hint = scanner.best()
+    assert hint is not None and hint.name == "CollectivePeerLost"
+    assert failure_code(1, hint) == exitcodes.LOST_CLUSTER and exitcodes.kind(exitcodes.LOST_CLUSTER) == "retryable"
+    assert find("ValueError: Collective shapes differ") is None

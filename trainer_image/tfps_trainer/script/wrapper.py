@@ -62,11 +62,11 @@ def describe_exit(argv: list[str], code: int, tail: list[str], hint: Hint | None
 
 
 def failure_code(code: int, hint: Hint | None) -> int:
-    """The code a failed program's replica exits with: ``code`` (:func:`program_exit_code`), or
-    INCOMPATIBLE when its output matched a deterministic hint (a preemption stays a preemption)."""
-    if code in (exitcodes.OK, exitcodes.PREEMPTED) or hint is None or not hint.deterministic:
+    """The code a failed program's replica exits with: ``code`` (:func:`program_exit_code`), or the code of
+    the hint its output matched (INCOMPATIBLE, LOST_CLUSTER); a preemption stays a preemption."""
+    if code in (exitcodes.OK, exitcodes.PREEMPTED) or hint is None or hint.exit_code is None:
         return code
-    return exitcodes.INCOMPATIBLE
+    return hint.exit_code
 
 
 class _Output(threading.Thread):

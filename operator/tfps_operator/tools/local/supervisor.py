@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tfps_wire import exitcodes
 from tfps_wire.job_settings import SETTINGS_ENV, TERMINATION_LOG_ENV, JobSettings
 
 from ...api.models import PSTrainingJob, Recreation, RestartPolicy, Role, replica_counts
@@ -222,7 +223,7 @@ class Supervisor:
                 continue
             task, code = failed
             child = self.children[task]
-            loser = self._port_race_loser(child)
+            loser = self._port_race_loser(child) if code <= exitcodes.SIGNAL_BASE else None  # a kill lost no race
             if loser is not None and races < MAX_PORT_RACES:
                 races += 1
                 self.display.event(f"{loser.name} could not bind its port (taken meanwhile); restarting on fresh ports")
@@ -253,7 +254,8 @@ class Supervisor:
                 self.restarts += 1
                 self.preemptions += 0 if decision.counted else 1
                 self.display.event(f"{decision.message} ({child.reason() or 'see ' + str(child.log_path)})")
-                self.stop()
+                grace = self.local_job.strategy.restart_grace_seconds
+                stop_all(self.children.values(), self.grace if grace is None else min(grace, self.grace))
                 self._start_cluster()
             else:
                 message = f"{decision.reason}: {decision.message}\n{child.describe_failure(code)}"

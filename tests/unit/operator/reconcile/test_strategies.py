@@ -125,7 +125,20 @@ def test_any_worker_or_chief_failure_restarts_every_pod_from_the_checkpoint(role
     assert plan.status.restarts == 1 and plan.status.preemptions == 0
     assert plan.status.phase == "Restarting" and "JobRestarting" in reasons(plan)
     assert deleted(plan) == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1"]
+    assert {a.grace_seconds for a in plan.deletes()} == {5}  # survivors cannot save: no long grace
     assert plan.status.recreations == {}
+
+
+def test_the_first_pod_to_fail_is_named_as_the_cause_not_the_peer_that_failed_after_it():
+    job = mwms_job(workers=2, replicas={"worker": {"replicas": 2, "restartPolicy": "ExitCode"}})
+    pods = all_pods(job)
+    pods[0] = pod(job, "worker", 0, "Failed", exit_code=5, message="Collective ops is aborted by: peer")
+    pods[1] = pod(job, "worker", 1, "Failed", exit_code=137)
+    pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = "2026-01-01T12:00:09Z"
+    plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
+    assert plan.status.phase == "Restarting"
+    restarting = next(e.message for e in plan.events if e.reason == "JobRestarting")
+    assert restarting.startswith("worker failed (exit code 137"), restarting
 
 
 def test_the_same_worker_failure_in_a_ps_job_recreates_only_that_worker():
@@ -134,6 +147,9 @@ def test_the_same_worker_failure_in_a_ps_job_recreates_only_that_worker():
     pods[3] = pod(job, "worker", 1, "Failed", exit_code=1)
     plan = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
     assert plan.status.restarts == 0 and deleted(plan) == ["mnist-worker-1"]
+    pods[0] = pod(job, "chief", 0, "Failed", exit_code=1)
+    restart = reconcile(job, status(**RUNNING), observed(job, pods), later(10), CFG)
+    assert restart.status.restarts == 1 and {a.grace_seconds for a in restart.deletes()} == {None}
 
 
 def test_a_vanished_worker_restarts_the_job_as_a_preemption():
