@@ -753,3 +753,72 @@ def test_a_gs_job_trains_checkpoints_and_exports_through_the_node_network(
         client.download_artifacts("quickstart", dest=tmp_path / "none", step=7)
     readers_gone(kube, wait_until)
     print(f"\ngs:// quickstart on the real node: Succeeded after {t_done:.0f}s, {len(objects)} objects in the bucket")
+
+
+SCRIPTS = REPO / "tests" / "local" / "scripts"
+PROGRAMS = {
+    # name: (script, strategy, replicas, extra flags, final step)
+    "ps-fit": ("ps_fit_tf_keras.py", "ParameterServer", {"chief": 1, "ps": 1, "worker": 2}, ["--log-dir"], 120),
+    "mwms-fit": ("mwms_fit_tf_keras.py", "MultiWorkerMirrored", {"worker": 2}, ["--epochs", "3"], 90),
+}
+
+
+def program_job(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A TFJob user's own program (tests/local/scripts) as a script-mode job on the real node, its code in a
+    ConfigMap (as ``tfps submit --code`` ships it); returns (ConfigMap, job)."""
+    script, strategy, replicas, extra, _ = PROGRAMS[name]
+    flags = [f if f != "--log-dir" else "--log-dir=$(TFPS_TENSORBOARD_DIR)" for f in extra]
+    command = [
+        "python",
+        script,
+        *flags,
+        "--checkpoint-dir",
+        "$(TFPS_CHECKPOINT_DIR)",
+        "--model-dir",
+        "$(TFPS_MODEL_DIR)",
+    ]
+    config_map = {"metadata": {"name": f"{name}-code"}, "data": {script: (SCRIPTS / script).read_text()}}
+    job = {
+        "apiVersion": "tfps.dev/v1alpha1",
+        "kind": "PSTrainingJob",
+        "metadata": {"name": name},
+        "spec": {
+            "strategy": strategy,
+            "model": {"command": command, "source": {"configMap": f"{name}-code"}},
+            "replicas": {
+                role: {"replicas": n, "template": {"spec": copy.deepcopy(ON_REAL_NODE)}} for role, n in replicas.items()
+            },
+            "storage": {"volumeClaimTemplate": {"accessModes": ["ReadWriteOnce"], "size": "1Gi"}},
+            "export": {"formats": ["savedmodel", "tflite", "onnx"]},
+            "runPolicy": {"backoffLimit": 1},
+        },
+    }
+    return config_map, job
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_a_tfjob_users_own_program_trains_and_exports_on_real_pods(operated, name, wait_until):
+    """A parameter-server ``model.fit`` program and a MultiWorkerMirrored one, unchanged, in real containers:
+    the lead's checkpoints land on the volume and in the status, and the saved model is exported verified."""
+    kube, op, pv = operated
+    data = pv(names.pvc_name(name))
+    config_map, job = program_job(name)
+    kube.core.create_namespaced_config_map(kube.ns, config_map)
+    t0 = time.monotonic()
+    kube.create_job(job)
+    st = wait_until(
+        lambda: (s := kube.status(name)).get("phase") in ("Succeeded", "Failed") and s,
+        timeout=900,
+        interval=2,
+        what=f"{name} finished",
+    )
+    assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
+    final = PROGRAMS[name][4]
+    assert st["restarts"] == 0 and st["checkpoint"]["step"] == final, st
+    assert list(data.rglob("model/saved_model.pb")), sorted(str(p) for p in data.rglob("*"))[:50]
+    export = st["export"]
+    assert export["step"] == final and {a["format"] for a in export["artifacts"]} == {"savedmodel", "tflite", "onnx"}
+    assert all(a["maxError"] is not None for a in export["artifacts"]), export
+    assert not list(data.rglob("*workertemp*"))  # the other workers saved into temporary directories
+    no_image_pulls(kube.core, kube.ns)
+    print(f"\n{name} on the real node: Succeeded after {time.monotonic() - t0:.0f}s; export {export['artifacts']}")
