@@ -54,6 +54,13 @@ JOB_LOSS = Gauge("tfps_job_loss", "Latest training loss reported by the job's ch
 JOB_STEPS_PER_SECOND = Gauge("tfps_job_steps_per_second", "Training throughput reported by the job's chief", _JOB)
 JOB_CHECKPOINT_TIME = Gauge("tfps_job_checkpoint_timestamp_seconds", "Unix time of the job's latest checkpoint", _JOB)
 JOB_RESTART_COUNT = Gauge("tfps_job_restart_count", "status.restarts: whole-job restarts of the job so far", _JOB)
+JOB_WORKERS = Gauge("tfps_job_workers", "Workers in the job's current run (status.clusterSize.worker)", _JOB)
+JOB_WORKERS_LEFT_OUT = Gauge(
+    "tfps_job_workers_left_out",
+    "Workers asked for and not in the run (not running yet, not schedulable, or not admitted)",
+    _JOB,
+)
+JOB_RESIZE_COUNT = Gauge("tfps_job_resize_count", "status.resizes: restarts of the job that resized it", _JOB)
 JOB_PHASE = Gauge("tfps_job_phase", "1 for the job's current phase", [*_JOB, "phase"])
 JOB_CONDITION = Gauge(
     "tfps_job_condition",
@@ -62,7 +69,17 @@ JOB_CONDITION = Gauge(
     [*_JOB, "type"],
 )
 _conditions: dict[str, set[str]] = {}
-_JOB_GAUGES = (JOB_STEP, JOB_TARGET_STEPS, JOB_LOSS, JOB_STEPS_PER_SECOND, JOB_CHECKPOINT_TIME, JOB_RESTART_COUNT)
+_JOB_GAUGES = (
+    JOB_STEP,
+    JOB_TARGET_STEPS,
+    JOB_LOSS,
+    JOB_STEPS_PER_SECOND,
+    JOB_CHECKPOINT_TIME,
+    JOB_RESTART_COUNT,
+    JOB_WORKERS,
+    JOB_WORKERS_LEFT_OUT,
+    JOB_RESIZE_COUNT,
+)
 
 _phases: dict[str, str] = {}
 
@@ -87,6 +104,9 @@ def set_job(key: str, status: PSTrainingJobStatus, target_steps: int | None) -> 
     values = {
         JOB_TARGET_STEPS: target_steps,
         JOB_RESTART_COUNT: status.restarts,
+        JOB_WORKERS: status.cluster_size.worker if status.cluster_size else None,
+        JOB_WORKERS_LEFT_OUT: status.workers_left_out,
+        JOB_RESIZE_COUNT: status.resizes,
         JOB_STEP: status.progress.step if status.progress else None,
         JOB_LOSS: status.progress.loss if status.progress else None,
         JOB_STEPS_PER_SECOND: status.progress.steps_per_second if status.progress else None,

@@ -21,7 +21,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfps_wire.job_settings import JobSettings
-from tfps_wire.termination import format_success
+from tfps_wire.termination import format_stopped, format_success
 from tfps_wire.uri import is_uri
 
 from . import checkpoints, modelio, optimizer_step, sharding, tensorboard_scalars
@@ -243,14 +243,9 @@ class Trainer:
             print(f"tfps-trainer chief: optimizer step {before} set to the global step {step}", flush=True)
 
     def _preempted(self, scheduled: int, resumed_at: int) -> PreemptedError:
-        if self.last_checkpoint is not None and self.last_checkpoint.step == scheduled:
-            saved = f"checkpoint step {scheduled} saved ({self.last_checkpoint.path})"
-        else:
-            saved = f"nothing new to save; {self._resume_hint()}"
-        return PreemptedError(
-            f"preempted (SIGTERM) at step {scheduled} (this run started at {resumed_at}): "
-            f"{saved}; the job resumes from it"
-        )
+        saved = self.last_checkpoint is not None and self.last_checkpoint.step == scheduled
+        path = self.last_checkpoint.path if saved and self.last_checkpoint is not None else None
+        return PreemptedError(format_stopped(scheduled, resumed_at, path, self._resume_hint()))
 
     def translate(self, exc: tf.errors.OpError) -> TrainerError:
         """A TensorFlow error from the cluster as a one-line trainer failure."""

@@ -103,3 +103,45 @@ def parse_success(message: str) -> FinalCheckpoint | None:
         return None
     path = match["path"]
     return FinalCheckpoint(step=int(match["step"]), target=int(match["target"]), path=None if path == "-" else path)
+
+
+# --- the chief stopped by SIGTERM ---------------------------------------------------------------------------
+
+_STOPPED = re.compile(
+    r"^(?:tfps-trainer \S+: )?preempted \(SIGTERM\) at step (?P<step>\d+) \(this run started at (?P<start>\d+)\): "
+    r"(?:checkpoint step (?P<saved>\d+) saved \((?P<path>[^)\s]+)\)|nothing new to save)"
+)
+
+
+@dataclass(frozen=True)
+class SavedOnStop:
+    """The chief's message after SIGTERM: the step it had reached and the checkpoint it saved of it."""
+
+    step: int
+    resumed_at: int
+    """The step this run of the chief had started from."""
+    saved_step: int | None
+    """The step of the checkpoint saved on stop; None when there was nothing new to save."""
+    path: str | None
+
+
+def format_stopped(step: int, resumed_at: int, saved_path: str | None, resume_hint: str) -> str:
+    """The preempted chief's reason: the step it reached, and the checkpoint it saved of it (or, with
+    ``saved_path`` None, that nothing new was saved and ``resume_hint`` where the job resumes)."""
+    saved = f"checkpoint step {step} saved ({saved_path})" if saved_path else f"nothing new to save; {resume_hint}"
+    return f"preempted (SIGTERM) at step {step} (this run started at {resumed_at}): {saved}; the job resumes from it"
+
+
+def parse_stopped(message: str) -> SavedOnStop | None:
+    """What :func:`format_stopped` wrote, from the last non-empty line of ``message``; None if it is not that."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    match = _STOPPED.match(lines[-1]) if lines else None
+    if match is None:
+        return None
+    saved = match["saved"]
+    return SavedOnStop(
+        step=int(match["step"]),
+        resumed_at=int(match["start"]),
+        saved_step=int(saved) if saved is not None else None,
+        path=match["path"],
+    )

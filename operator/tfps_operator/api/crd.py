@@ -68,10 +68,23 @@ PRINTER_COLUMNS = [
         "jsonPath": ".status.checkpoint.step",
         "description": "Step of the latest checkpoint.",
     },
-    {"name": "Workers", "type": "string", "jsonPath": ".status.workers", "description": "Workers ready/total."},
+    {
+        "name": "Workers",
+        "type": "string",
+        "jsonPath": ".status.workers",
+        "description": "Workers running/in the cluster, and the size asked for when it differs.",
+    },
     {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "description": "Why the job waits or failed."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
+
+
+SCALE = {
+    "specReplicasPath": ".spec.replicas.worker.replicas",
+    "statusReplicasPath": ".status.clusterSize.worker",
+    "labelSelectorPath": ".status.workerSelector",
+}
+"""The scale subresource: ``kubectl scale psjob NAME --replicas N`` and an HPA resize the workers."""
 
 
 class _Generator(GenerateJsonSchema):
@@ -192,7 +205,7 @@ def crd() -> dict[str, Any]:
                     "name": m.VERSION,
                     "served": True,
                     "storage": True,
-                    "subresources": {"status": {}},
+                    "subresources": {"status": {}, "scale": SCALE},
                     "additionalPrinterColumns": PRINTER_COLUMNS,
                     "schema": {"openAPIV3Schema": openapi_schema()},
                 }

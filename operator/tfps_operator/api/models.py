@@ -34,6 +34,8 @@ API_VERSION: Final = "tfps.dev/v1alpha1"
 
 Role = Literal["chief", "ps", "worker", "evaluator"]
 ROLES: tuple[Role, ...] = ("chief", "ps", "worker", "evaluator")
+FIXED_ROLES: tuple[Role, ...] = ("chief", "evaluator")
+"""Roles whose count cannot change once the job has started; worker and ps counts resize a running job."""
 
 MAX_JOB_NAME = 49
 """``<job>-evaluator-<index>`` (index < 1000) must be a DNS label of at most 63 characters.
@@ -515,7 +517,13 @@ class ReplicaSpec(_Model):
     """One replica type (chief, ps, worker or evaluator)."""
 
     replicas: int = Field(
-        default=1, ge=0, le=1000, description="Number of pods of this type. Immutable once the job has started."
+        default=1,
+        ge=0,
+        le=1000,
+        description=(
+            "Number of pods of this type. Chief and evaluator counts are immutable once the job has started; "
+            "worker and ps counts may change while it runs (a resize: docs/operator.md)."
+        ),
     )
     image: str | None = Field(
         default=None, min_length=1, max_length=1024, description="Image of this type's pods; default spec.image."
@@ -545,6 +553,40 @@ class ReplicaSpec(_Model):
     template: PodTemplateOverride | None = Field(default=None, description="Optional overrides of this type's pods.")
 
 
+class WorkerReplicaSpec(ReplicaSpec):
+    """The workers: a ReplicaSpec with the elastic range. ``replicas`` is the size the job asks for (what
+    ``kubectl scale`` and an autoscaler set); between ``minReplicas`` and it, the job runs with what can be
+    scheduled or admitted."""
+
+    min_replicas: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description=(
+            "Elastic jobs: the fewest workers the job runs with (default: replicas, not elastic). Gang "
+            "scheduling's minMember and Kueue's worker pod set (minCount) count this many workers; a worker "
+            "Pending longer than pendingTimeoutSeconds is left out while the job stays at or above it."
+        ),
+    )
+    max_replicas: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="The most workers the job may be scaled to (kubectl scale, an autoscaler); default: no bound.",
+    )
+    pending_timeout_seconds: int = Field(
+        default=300,
+        ge=10,
+        le=86400,
+        description=(
+            "Elastic jobs (minReplicas below replicas): a worker not scheduled after this long is left out "
+            "(the job restarts without it, from its latest checkpoint, while at least minReplicas remain) and "
+            "added back once a pod in its place is running. Reason WorkersPending in kubectl get, an Event and "
+            "the metric tfps_job_workers_left_out."
+        ),
+    )
+
+
 def _template_program_rule(role: str) -> dict[str, str]:
     r = f"self.replicas.{role}"
     t = f"{r}.template.spec"
@@ -559,7 +601,8 @@ def _template_program_rule(role: str) -> dict[str, str]:
 class Replicas(_Model):
     """The replica types of the job. The training cluster is chief + ps + worker (ParameterServer) or
     workers and an optional chief (MultiWorkerMirrored); the evaluator runs beside it, outside the
-    training cluster. Replica counts cannot change once the job has started. ``chief`` and ``ps`` left
+    training cluster. Once the job has started, worker and ps counts may change (a resize) and chief and
+    evaluator counts may not. ``chief`` and ``ps`` left
     out take their strategy's default (ParameterServer: 1 each; MultiWorkerMirrored: none), filled in
     when the job is read."""
 
@@ -567,6 +610,16 @@ class Replicas(_Model):
         json_schema_extra=_rules(
             cel("self.worker.replicas >= 1", "must be ≥ 1: a job needs a worker", ".worker.replicas"),
             cel("self.evaluator.replicas <= 1", "must be 0 or 1", ".evaluator.replicas"),
+            cel(
+                "!has(self.worker.minReplicas) || self.worker.minReplicas <= self.worker.replicas",
+                "must not exceed spec.replicas.worker.replicas",
+                ".worker.minReplicas",
+            ),
+            cel(
+                "!has(self.worker.maxReplicas) || self.worker.replicas <= self.worker.maxReplicas",
+                "must not exceed spec.replicas.worker.maxReplicas",
+                ".worker.replicas",
+            ),
         )
     )
 
@@ -581,7 +634,10 @@ class Replicas(_Model):
         default=None,
         description="Parameter servers: at least 1 in a ParameterServer job (default 1); none in MultiWorkerMirrored.",
     )
-    worker: ReplicaSpec = Field(default_factory=lambda: ReplicaSpec(replicas=1), description="Workers (at least 1).")
+    worker: WorkerReplicaSpec = Field(
+        default_factory=lambda: WorkerReplicaSpec(replicas=1),
+        description="Workers (at least 1); minReplicas below replicas makes the job elastic.",
+    )
     evaluator: ReplicaSpec = Field(
         default_factory=lambda: ReplicaSpec(replicas=0),
         description="Optional side-car evaluator (0 or 1); it evaluates every new checkpoint.",
@@ -1138,8 +1194,11 @@ def _unset(role: str) -> str:
 _MWMS = "self.strategy == 'MultiWorkerMirrored'"
 _PODS = f"({' + '.join(_count(r) for r in ROLES)})"
 """CEL: every pod of the job."""
-_GANG_MINIMUM = f"{_MWMS} ? {_count('chief')} + {_count('worker')} : {_count('chief')} + {_count('ps')}"
-"""CEL: the pods without which the job cannot train (all-reduce needs every worker)."""
+_MIN_WORKERS = (
+    "(has(self.replicas.worker.minReplicas) ? self.replicas.worker.minReplicas : self.replicas.worker.replicas)"
+)
+_GANG_MINIMUM = f"{_MWMS} ? {_count('chief')} + {_MIN_WORKERS} : {_count('chief')} + {_count('ps')}"
+"""CEL: the pods without which the job cannot train (all-reduce needs every worker it runs with)."""
 
 
 class ScrapePeer(_Model):
@@ -1200,8 +1259,8 @@ class PSTrainingJobSpec(_Model):
             cel(
                 "!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
                 f" || self.runPolicy.schedulingPolicy.minAvailable >= ({_GANG_MINIMUM})",
-                "must be at least chief + ps replicas (ParameterServer) or chief + worker replicas "
-                "(MultiWorkerMirrored): the job cannot train without them",
+                "must be at least chief + ps replicas (ParameterServer) or chief + worker replicas (minReplicas "
+                "of an elastic job; MultiWorkerMirrored): the job cannot train without them",
                 ".runPolicy.schedulingPolicy.minAvailable",
             ),
             cel(
@@ -1370,6 +1429,49 @@ class ExportStatus(_Model):
     )
 
 
+class ClusterSize(_Model):
+    """Parameter servers and workers of a training cluster (what its TF_CONFIG lists)."""
+
+    ps: int = 0
+    worker: int = 0
+
+
+ResizeMethod = Literal["Live", "Restart"]
+ResizeReason = Literal["Scaled", "WorkersPending", "CapacityFreed", "Admitted"]
+
+
+class ResizeStatus(_Model):
+    """The job's latest resize: from what size to what, how, why, and what it cost."""
+
+    from_: ClusterSize = Field(alias="from", description="The size before.")
+    to: ClusterSize = Field(description="The size after.")
+    method: ResizeMethod = Field(
+        description=(
+            "Live: the running cluster went on without the removed workers (ParameterServer, workers removed); "
+            "Restart: the lead stopped and saved first, then every pod restarted at the new size from that checkpoint."
+        )
+    )
+    reason: ResizeReason = Field(
+        description=(
+            "Scaled: spec.replicas changed (kubectl scale, an autoscaler, an edit); WorkersPending: workers "
+            "not scheduled within pendingTimeoutSeconds were left out; CapacityFreed: left-out workers could be "
+            "scheduled again; Admitted: Kueue admitted a different number of workers."
+        )
+    )
+    requested: datetime | None = Field(default=None, description="When the operator began the resize.")
+    completed: datetime | None = Field(
+        default=None, description="When every pod of the new size was running (unset while in progress)."
+    )
+    step: int | None = Field(default=None, description="The last step the lead reported before the resize.")
+    resumed_from: int | None = Field(
+        default=None, description="Restart: the checkpoint step the new size resumed from (the lead's save on stop)."
+    )
+    steps_lost: int | None = Field(
+        default=None,
+        description="Restart: steps reported before the resize and not in the checkpoint it resumed from.",
+    )
+
+
 class PSTrainingJobStatus(_Model):
     """Observed state, written by the operator."""
 
@@ -1381,7 +1483,27 @@ class PSTrainingJobStatus(_Model):
     replica_statuses: dict[Role, ReplicaStatus] = Field(
         default_factory=dict, description="Pod counts per replica type."
     )
-    workers: str | None = Field(default=None, description="Workers ready/total, e.g. 2/3 (the Workers printer column).")
+    workers: str | None = Field(
+        default=None,
+        description="Workers running/in the cluster, e.g. 2/3, and the size asked for when it differs: 2/3 (want 4).",
+    )
+    cluster_size: ClusterSize | None = Field(
+        default=None,
+        description=(
+            "The parameter servers and workers the current run's TF_CONFIG lists (status.clusterSize.worker is the "
+            "scale subresource's replicas); it follows spec.replicas through resizes."
+        ),
+    )
+    worker_selector: str | None = Field(
+        default=None, description="Label selector of the job's worker pods (the scale subresource's, for an HPA)."
+    )
+    workers_left_out: int = Field(
+        default=0, description="Workers asked for but left out: Pending too long, or not admitted by Kueue."
+    )
+    resize: ResizeStatus | None = Field(default=None, description="The latest resize, or the one in progress.")
+    resizes: int = Field(
+        default=0, description="Of the restarts, those that resized the job (not counted as failures)."
+    )
     restarts: int = Field(default=0, description="Whole-job restarts so far.")
     preemptions: int = Field(
         default=0, description="Of the restarts, those caused by a preemption (not counted against backoffLimit)."
@@ -1393,7 +1515,7 @@ class PSTrainingJobStatus(_Model):
         default=None, description="Why the job waits or failed, in one word (the Reason printer column)."
     )
     start_time: datetime | None = Field(
-        default=None, description="When the job started; from then on replica counts are immutable."
+        default=None, description="When the job started; from then on chief and evaluator counts are immutable."
     )
     completion_time: datetime | None = None
     checkpoint: CheckpointStatus | None = None
@@ -1429,9 +1551,10 @@ class PSTrainingJob(_Model):
         json_schema_extra=_rules(
             cel(
                 "!has(oldSelf.status) || !has(oldSelf.status.startTime) || ("
-                + " && ".join(f"{_count(r, 'self.spec')} == {_count(r, 'oldSelf.spec')}" for r in ROLES)
+                + " && ".join(f"{_count(r, 'self.spec')} == {_count(r, 'oldSelf.spec')}" for r in FIXED_ROLES)
                 + ")",
-                "replica counts are immutable once the job has started (status.startTime is set)",
+                "chief and evaluator counts are immutable once the job has started (status.startTime is set); "
+                "worker and ps counts may change",
                 ".spec.replicas",
             ),
             cel(

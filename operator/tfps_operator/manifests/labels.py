@@ -40,6 +40,11 @@ def job_selector(job: str) -> dict[str, str]:
     return {JOB_NAME: job, "app.kubernetes.io/managed-by": MANAGED_BY}
 
 
+def role_selector(job: str, role: Role) -> dict[str, str]:
+    """The pods of one replica type of the job (the scale subresource's selector for workers)."""
+    return {JOB_NAME: job, REPLICA_TYPE: role}
+
+
 def selector_string(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 

@@ -23,11 +23,16 @@ def gang_enabled(cfg: BuildConfig) -> bool:
 
 
 def min_member(job: PSTrainingJob) -> int:
-    """``schedulingPolicy.minAvailable``, or every pod of the job."""
+    """``schedulingPolicy.minAvailable``, or every pod of the job with an elastic job's workers counted at
+    their minimum (``spec.replicas.worker.minReplicas``)."""
     policy = job.spec.run_policy.scheduling_policy
     if policy is not None and policy.min_available is not None:
         return policy.min_available
-    return sum(replica_counts(job).values())
+    counts = replica_counts(job)
+    least = job.spec.replicas.worker.min_replicas
+    if least is not None:
+        counts["worker"] = min(counts["worker"], least)
+    return sum(counts.values())
 
 
 def pod_group_name(job: PSTrainingJob) -> str:

@@ -2,7 +2,8 @@
 writes on it.
 
 Kueue admits a Workload, not the job: the operator describes the job as one pod set per replica type
-(chief, ps, worker, evaluator: counts and pod templates, so Kueue sees the requests), owns it by a
+(chief, ps, worker, evaluator: counts and pod templates, so Kueue sees the requests; an elastic job's
+workers with ``minCount``, so Kueue's partial admission can admit fewer), owns it by a
 controller reference (Kueue lists ``PSTrainingJob.v1alpha1.tfps.dev`` among its external frameworks),
 and acts on what Kueue writes into its status: admission (with the flavors that place each pod set),
 eviction. The operator writes two things back, as Kueue's own job integrations do: the Finished
@@ -63,6 +64,16 @@ def _template(pod: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _pod_set(job: PSTrainingJob, role: str, count: int, first: Mapping[str, Any]) -> dict[str, Any]:
+    """One pod set; an elastic job's workers with ``minCount`` (Kueue's partial admission may admit
+    fewer, down to it)."""
+    pod_set: dict[str, Any] = {"name": role, "count": count, "template": _template(first)}
+    least = job.spec.replicas.worker.min_replicas
+    if role == "worker" and least is not None and least < count:
+        pod_set["minCount"] = least
+    return pod_set
+
+
 def workload(job: PSTrainingJob, pods: Mapping[str, Mapping[str, Any]], priority: int | None) -> dict[str, Any]:
     """The Workload of ``job`` from its desired pods (``{name: manifest}``): one pod set per replica type,
     in the order chief, ps, worker, evaluator. ``priority``: the value of ``schedulingPolicy.priorityClass``
@@ -75,7 +86,7 @@ def workload(job: PSTrainingJob, pods: Mapping[str, Mapping[str, Any]], priority
         first.setdefault(role, manifest)
     spec: dict[str, Any] = {
         "queueName": queue_name(job),
-        "podSets": [{"name": role, "count": counts[role], "template": _template(first[role])} for role in first],
+        "podSets": [_pod_set(job, role, counts[role], first[role]) for role in first],
     }
     pc = priority_class(job)
     if pc is not None:

@@ -24,6 +24,8 @@ class Reconciliation:
 
     def __init__(self, job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, now: datetime, cfg: BuildConfig):
         self.job, self.obs, self.now, self.cfg = job, obs, now, cfg
+        self.asked = job
+        """The job as written; ``job`` becomes the job at its current run's size once that is decided."""
         self.generation = job.metadata.generation
         st = status.model_copy(deep=True)
         st.observed_generation = self.generation

@@ -29,6 +29,8 @@ class Gate:
     reason: str
     message: str
     placement: Mapping[str, Flavor] = field(default_factory=dict)
+    workers: int | None = None
+    """Workers admitted (partial admission may admit fewer than asked for); None: not queued, or not said."""
 
 
 def gate(workload_name: str, queue: str, wl: WorkloadObs | None, flavors: Mapping[str, Flavor]) -> Gate:
@@ -52,7 +54,8 @@ def gate(workload_name: str, queue: str, wl: WorkloadObs | None, flavors: Mappin
                 f"Workload {wl.name} is admitted, but ResourceFlavor {', '.join(missing)} cannot be read",
             )
         placement[podset] = merged(flavors[n] for n in names)
-    return Gate(True, ADMITTED, f"Workload {wl.name} admitted by ClusterQueue {wl.cluster_queue}", placement)
+    workers = dict(wl.counts).get("worker")
+    return Gate(True, ADMITTED, f"Workload {wl.name} admitted by ClusterQueue {wl.cluster_queue}", placement, workers)
 
 
 def merged(flavors: Iterable[Flavor]) -> Flavor:

@@ -43,7 +43,7 @@ from ..manifests.pvc import storage_claim
 from ..manifests.service import headless_service
 from ..settings import BuildConfig
 from . import conditions as C
-from . import kueue
+from . import kueue, resize
 from .context import SUSPENDABLE, TERMINAL, Reconciliation
 from .endings import fail, finished
 from .export import exporting, preflight, preflight_pending
@@ -91,7 +91,7 @@ def _decide(r: Reconciliation) -> None:
         fail(r, "InvalidSpec", podsecurity.message(refused))
         return
     try:
-        pods = desired_pods(job, cfg, r.status.restarts)
+        asked = desired_pods(job, cfg, r.status.restarts)
         infra = [
             m
             for m in (storage_claim(job), headless_service(job, cfg), network_policy(job, cfg), pod_group(job, cfg))
@@ -106,13 +106,12 @@ def _decide(r: Reconciliation) -> None:
         r.event("Normal", "Accepted", "creating the training cluster")
     if r.status.phase in SUSPENDABLE and job.spec.run_policy.suspend:
         suspend(r, "JobSuspended", "runPolicy.suspend is true")
-        _queue(r, pods, wanted=False)
+        _queue(r, asked, wanted=False)
         return
-    g = _queue(r, pods, wanted=True)
+    g = _queue(r, asked, wanted=True)
     if not g.admitted:
         suspend(r, g.reason, g.message)
         return
-    pods = {n: _placed(m, g) for n, m in pods.items()}
     if r.status.phase == "Suspended":
         r.status.phase = "Pending"
         r.status.start_time = None
@@ -128,9 +127,37 @@ def _decide(r: Reconciliation) -> None:
     if r.status.phase == "Exporting":
         exporting(r, export_manifest)
         return
+    pods, spare = _run_pods(r, asked, g.workers)
+    pods = {n: _placed(m, g) for n, m in pods.items()}
+    spare = {n: _placed(m, g) for n, m in spare.items()}
     if not preflight_pending(r) or preflight(r):
-        training(r, pods, export_manifest)
+        training(r, pods, export_manifest, spare)
+        resize.settle(r)
     _validate_new_run(r, [*infra, *pods.values(), *([export_manifest] if export_manifest else [])])
+
+
+def _run_pods(
+    r: Reconciliation, asked: dict[str, dict[str, Any]], admitted_workers: int | None
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The current run's pods at its size (after this pass's resize decision: :mod:`.resize`), and the
+    standby workers created beside it before it grows. From here on ``r.job`` is the job at the run's size."""
+    job = r.job
+    size = resize.run_size(r, admitted_workers)
+    grown = resize.goal(job, admitted_workers)
+    if size != resize.spec_size(job):
+        r.job = resize.in_effect(job, size)
+    pods = asked if size == resize.spec_size(job) else desired_pods(r.job, r.cfg, r.status.restarts)
+    spare_at = resize.standby(r, size, admitted_workers)
+    if not spare_at:
+        return pods, {}
+    bigger = desired_pods(resize.in_effect(job, grown), r.cfg, r.status.restarts)
+    spare = {n: m for n, m in bigger.items() if _is_worker(m, spare_at)}
+    return pods, spare
+
+
+def _is_worker(manifest: dict[str, Any], indices: range) -> bool:
+    lbl = manifest["metadata"]["labels"]
+    return lbl[labels.REPLICA_TYPE] == "worker" and int(lbl[labels.REPLICA_INDEX]) in indices
 
 
 def _queue(r: Reconciliation, pods: dict[str, dict[str, Any]], wanted: bool) -> kueue.Gate:

@@ -40,6 +40,7 @@ class PodObs:
     waiting_reason: str = ""
     """The container's waiting reason (``ImagePullBackOff``...), while it has not started."""
     waiting_message: str = ""
+    created_at: datetime | None = None
 
     @property
     def active(self) -> bool:
@@ -77,6 +78,8 @@ class WorkloadObs:
     """The QuotaReserved condition's message: why it waits."""
     flavors: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """Per admitted pod set: (its name, the flavors assigned to its resources)."""
+    counts: tuple[tuple[str, int], ...] = ()
+    """Per admitted pod set: (its name, the pods admitted: fewer than asked for under partial admission)."""
     conditions: tuple[Mapping[str, Any], ...] = ()
     """The raw conditions (a status patch carries them whole)."""
     deleting: bool = False
@@ -160,6 +163,7 @@ def pod_obs(pod: Mapping[str, Any]) -> PodObs:
         ip=status.get("podIP") or "",
         waiting_reason=waiting.get("reason") or "",
         waiting_message=(waiting.get("message") or "")[:500],
+        created_at=_time(meta.get("creationTimestamp")),
     )
 
 
@@ -200,6 +204,7 @@ def workload_obs(wl: Mapping[str, Any]) -> WorkloadObs:
         evicted_message=(evicted or {}).get("message") or "",
         message=(conds.get("QuotaReserved") or {}).get("message") or "",
         flavors=tuple((a.get("name", ""), tuple(sorted(set((a.get("flavors") or {}).values())))) for a in assignments),
+        counts=tuple((a.get("name", ""), int(a["count"])) for a in assignments if isinstance(a.get("count"), int)),
         conditions=tuple(status.get("conditions") or ()),
         deleting=bool(meta.get("deletionTimestamp")),
     )

@@ -7,14 +7,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from ..api.models import CheckpointStatus, ExportStatus, ReplicaStatus, Role, replica_counts
-from ..manifests import names
+from ..api.models import CheckpointStatus, ExportStatus, PSTrainingJobStatus, ReplicaStatus, Role, replica_counts
+from ..manifests import labels, names
 from ..manifests.podgroup import KIND as KIND_PODGROUP
 from ..manifests.podgroup import gang_enabled, min_member, pod_group_name
 from ..strategies import TrainingStrategy
 from ..strategies import of as strategy_of
 from . import conditions as C
-from . import crashloop, gang, kueue, messages, stall, waiting
+from . import crashloop, gang, kueue, messages, resize, stall, waiting
 from .context import UNFINISHED, Reconciliation
 from .endings import fail, succeed
 from .export import exporting
@@ -23,12 +23,21 @@ from .observed import PodObs
 from .plan import Create, Delete
 
 
-def training(r: Reconciliation, desired: dict[str, dict[str, Any]], export_manifest: dict[str, Any] | None) -> None:
+def training(
+    r: Reconciliation,
+    desired: dict[str, dict[str, Any]],
+    export_manifest: dict[str, Any] | None,
+    standby: dict[str, dict[str, Any]] | None = None,
+) -> None:
+    """``desired``: the current run's pods; ``standby``: workers created beside it before it grows
+    (:mod:`.resize`), which are not part of its training cluster."""
     job, st, obs = r.job, r.status, r.obs
     epoch = st.restarts
+    standby = standby or {}
     current = {p.name: p for p in obs.pods if p.restart == epoch and p.name in desired}
-    for pod in obs.pods:  # from an earlier run of the job, or no longer in the spec
-        if pod.name not in current:
+    spares = {p.name: p for p in obs.pods if p.restart == epoch and p.name in standby}
+    for pod in obs.pods:  # from an earlier run of the job, or no longer in the run (a worker resized away)
+        if pod.name not in current and pod.name not in spares:
             r.delete_pod(pod)
 
     strategy = strategy_of(job)
@@ -83,6 +92,7 @@ def training(r: Reconciliation, desired: dict[str, dict[str, Any]], export_manif
 
     replacing = {pod.name for pod, _, _ in decisions if pod is not None}
     group_ready = gang.may_create_pods(gang_enabled(r.cfg), f"{KIND_PODGROUP}/{pod_group_name(job)}" in obs.existing)
+    _standby(r, standby, spares, group_ready)
     for name, manifest in desired.items():
         if name in current or obs.pod(name) is not None or not group_ready:
             continue  # exists, its previous incarnation is still going away, or its PodGroup is not there yet
@@ -93,6 +103,17 @@ def training(r: Reconciliation, desired: dict[str, dict[str, Any]], export_manif
             r.event("Normal", "ReplicaRecreated", f"{name} recreated with the same name")
 
     _training_phase(r, desired, current, replacing)
+
+
+def _standby(r: Reconciliation, standby: dict[str, dict[str, Any]], spares: dict[str, PodObs], ready: bool) -> None:
+    """Standby workers: created when missing; one that exited (it waited for a cluster it is not in yet)
+    is deleted and created again, uncounted."""
+    for name, manifest in standby.items():
+        pod = spares.get(name)
+        if pod is not None and pod.phase in ("Succeeded", "Failed"):
+            r.delete_pod(pod)
+        elif pod is None and r.obs.pod(name) is None and ready:
+            r.plan.actions.append(Create(manifest))
 
 
 def _finished(pod: PodObs | None) -> tuple[int, float]:
@@ -115,7 +136,7 @@ def _failure_decision(
         role,
         spec.restart_policy,
         exit_code,
-        r.status.restarts - r.status.preemptions,
+        counted_restarts(r.status),
         r.job.spec.run_policy.backoff_limit,
         _recreated(r, role),
         spec.recreate_limit,
@@ -125,6 +146,11 @@ def _failure_decision(
     if vanished:
         d = Decision(d.action, d.reason, d.message.replace(f"{role} vanished", f"{vanished} disappeared"), d.counted)
     return d
+
+
+def counted_restarts(st: PSTrainingJobStatus) -> int:
+    """Whole-job restarts counted against ``backoffLimit``: not those of a preemption or a resize."""
+    return st.restarts - st.preemptions - st.resizes
 
 
 def _recreated(r: Reconciliation, role: str) -> int:
@@ -161,6 +187,10 @@ def _training_phase(
         v = gang.condition(pod_group_name(r.job), min_member(r.job), len(live) - len(unscheduled), len(desired), says)
         r.set_condition(gang.GANG_SCHEDULED, v.status, v.reason, v.message)
     _waiting(r, live)
+    if resize.pending_message(r) and st.reason in (None, resize.WORKERS_PENDING):
+        st.reason = resize.WORKERS_PENDING
+    elif not st.workers_left_out and st.reason == resize.WORKERS_PENDING:
+        st.reason = None
     if all_there and not C.is_true(st, C.CREATED):
         r.set_condition(C.CREATED, "True", "ChildrenCreated", f"{len(desired)} pods, Service and NetworkPolicy created")
 
@@ -203,7 +233,7 @@ def _stalled(r: Reconciliation, current: dict[str, PodObs]) -> None:
         backoff = r.job.spec.run_policy.backoff_limit
         if policy == "Fail":
             fail(r, stall.STALLED, f"{verdict.message} (stallPolicy Fail)")
-        elif policy == "Restart" and r.status.restarts - r.status.preemptions >= backoff:
+        elif policy == "Restart" and counted_restarts(r.status) >= backoff:
             fail(
                 r,
                 "BackoffLimitExceeded",
@@ -246,8 +276,14 @@ def replica_statuses(r: Reconciliation) -> None:
             recreated=_recreated(r, role),
         )
     r.status.replica_statuses = out  # type: ignore[assignment]
-    running_workers = sum(p.role == "worker" and p.phase == "Running" for p in pods)
-    r.status.workers = f"{running_workers}/{counts['worker']}"  # the Workers printer column, e.g. "2/3"
+    in_run = counts["worker"]
+    running_workers = sum(
+        p.role == "worker" and p.phase == "Running" and p.index is not None and p.index < in_run for p in pods
+    )
+    asked = r.asked.spec.replicas.worker.replicas
+    want = f" (want {asked})" if asked != in_run else ""
+    r.status.workers = f"{running_workers}/{in_run}{want}"  # the Workers printer column, e.g. "2/3 (want 4)"
+    r.status.worker_selector = labels.selector_string(labels.role_selector(r.job.metadata.name, "worker"))
 
 
 def restart_job(r: Reconciliation, d: Decision, current: dict[str, PodObs]) -> None:

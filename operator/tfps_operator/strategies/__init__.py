@@ -2,9 +2,10 @@
 as data one small module per strategy declares and the state machine, the builders and ``tfps run`` consult.
 
 A strategy says which roles' failures restart the whole job (the rest are recreated alone), which roles end
-on their own when training is done, which roles touch the job's storage, which stop first on suspension, and
-when training has succeeded. TF_CONFIG needs no per-strategy rule: the cluster lists the roles that have
-replicas (:mod:`..manifests.tfconfig`), which is what both strategies expect. Pure: no I/O.
+on their own when training is done, which roles touch the job's storage, which stop first on suspension
+(and on a resize by restart), how a running cluster is resized, and when training has succeeded. TF_CONFIG
+needs no per-strategy rule: the cluster lists the roles that have replicas (:mod:`..manifests.tfconfig`),
+which is what both strategies expect. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from tfps_wire.strategy import lead_task
 
-from ..api.models import PSTrainingJob, Role, Strategy, SuccessPolicy, replica_counts
+from ..api.models import ClusterSize, PSTrainingJob, ResizeMethod, Role, Strategy, SuccessPolicy, replica_counts
 
 Task = tuple[Role, int]
 
@@ -34,11 +35,22 @@ class TrainingStrategy:
     restart_grace_seconds: int | None
     """The grace period of the pods stopped by a restart of the job; None: their own
     (``runPolicy.terminationGracePeriodSeconds``)."""
+    workers_leave_live: bool
+    """Workers can leave the running cluster for good (a resize down) without a restart: the rest train on."""
 
     def lead(self, counts: Mapping[Role, int]) -> Task:
         """The task that reports progress and whose success ends training: the chief, else worker 0."""
         role, index = lead_task(counts)
         return role, index  # type: ignore[return-value]
+
+    def resize_method(self, before: ClusterSize, after: ClusterSize) -> ResizeMethod:
+        """How the running cluster becomes ``after``: Live (workers leave, the rest train on) or Restart
+        (the lead saves, every pod restarts at the new size from that checkpoint). Only workers leaving
+        can be live: TensorFlow fixes the cluster when the strategy connects, so adding a worker or
+        changing the parameter servers needs a new one."""
+        if self.workers_leave_live and after.ps == before.ps and after.worker < before.worker:
+            return "Live"
+        return "Restart"
 
     def training_succeeded(
         self, succeeded: Collection[Task], counts: Mapping[Role, int], policy: SuccessPolicy

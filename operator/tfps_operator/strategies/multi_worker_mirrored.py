@@ -22,4 +22,5 @@ STRATEGY = TrainingStrategy(
     storage_roles=frozenset({"chief", "worker", "evaluator"}),
     stops_first=frozenset(),
     restart_grace_seconds=5,
+    workers_leave_live=False,
 )

@@ -20,4 +20,5 @@ STRATEGY = TrainingStrategy(
     storage_roles=frozenset({"chief", "evaluator"}),
     stops_first=frozenset({"chief"}),
     restart_grace_seconds=None,  # the chief saves its last step on SIGTERM while the parameter servers are there
+    workers_leave_live=True,
 )
