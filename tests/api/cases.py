@@ -180,6 +180,15 @@ INVALID: list[Case] = [
     case("two-chiefs", "spec.replicas.chief.replicas", _set("spec.replicas.chief", {"replicas": 2})),
     case("no-chief", "spec.replicas.chief.replicas", _set("spec.replicas.chief", {"replicas": 0})),
     case("no-ps", "spec.replicas.ps.replicas", _set("spec.replicas.ps", {"replicas": 0})),
+    # the elastic range
+    case("min-above-replicas", "spec.replicas.worker.minReplicas", _set("spec.replicas.worker.minReplicas", 5)),
+    case("scaled-past-max", "spec.replicas.worker.replicas", _set("spec.replicas.worker.maxReplicas", 1)),
+    case("min-zero", "spec.replicas.worker.minReplicas", _set("spec.replicas.worker.minReplicas", 0)),
+    case(
+        "pending-timeout-too-short",
+        "spec.replicas.worker.pendingTimeoutSeconds",
+        _set("spec.replicas.worker.pendingTimeoutSeconds", 1),
+    ),
     # spec.strategy
     case("strategy-unknown", "spec.strategy", _set("spec.strategy", "Horovod")),
     case(

@@ -15,9 +15,10 @@ def _resources(cpu: str) -> m.ResourceRequirements:
     )
 
 
-def _replica(n: int, policy: str) -> m.ReplicaSpec:
-    return m.ReplicaSpec(
+def _replica(n: int, policy: str, cls: type[m.ReplicaSpec] = m.ReplicaSpec, **more: object) -> m.ReplicaSpec:
+    return cls(
         replicas=n,
+        **more,
         resources=_resources("2"),
         restart_policy=policy,
         template=m.PodTemplateOverride(
@@ -60,7 +61,9 @@ def full_spec() -> m.PSTrainingJobSpec:
         replicas=m.Replicas(
             chief=_replica(1, "Never"),
             ps=_replica(2, "ExitCode"),
-            worker=_replica(3, "OnFailure"),
+            worker=_replica(  # type: ignore[arg-type]
+                3, "OnFailure", m.WorkerReplicaSpec, min_replicas=2, max_replicas=8, pending_timeout_seconds=120
+            ),
             evaluator=_replica(1, "Never"),
         ),
         training=m.TrainingSpec(
@@ -129,6 +132,23 @@ def full_status() -> m.PSTrainingJobStatus:
             "evaluator": m.ReplicaStatus(failed=1),
         },
         workers="1/3",
+        cluster_size=m.ClusterSize(ps=2, worker=3),
+        worker_selector="tfps.dev/job-name=full,tfps.dev/replica-type=worker",
+        workers_left_out=0,
+        resize=m.ResizeStatus.model_validate(
+            {
+                "from": {"ps": 2, "worker": 2},
+                "to": {"ps": 2, "worker": 3},
+                "method": "Restart",
+                "reason": "Scaled",
+                "requested": T0,
+                "completed": T0,
+                "step": 1200,
+                "resumedFrom": 1200,
+                "stepsLost": 0,
+            }
+        ),
+        resizes=1,
         restarts=2,
         start_time=T0,
         completion_time=T0,

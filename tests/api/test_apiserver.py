@@ -146,13 +146,15 @@ def _started(objs: Any, ns: str, name: str) -> None:
     )
 
 
-def test_replica_counts_are_immutable_once_started(objs: Any, api_namespace: str) -> None:
-    """Semantics: a root-level CEL transition rule compares spec.replicas.*.replicas with oldSelf
-    whenever the stored object has status.startTime. The main resource cannot change status and
-    /status cannot change spec, so only the operator (setting startTime) freezes the counts."""
+def test_worker_and_ps_counts_resize_a_started_job_and_chief_and_evaluator_counts_do_not(
+    objs: Any, api_namespace: str
+) -> None:
+    """Semantics: a root-level CEL transition rule compares the chief and evaluator counts with oldSelf
+    whenever the stored object has status.startTime; worker and ps counts may change (a resize). The
+    main resource cannot change status and /status cannot change spec, so only the operator (setting
+    startTime) freezes the counts."""
     name = "immutable"
     _create(objs, api_namespace, base_job(name))
-    # before start: scaling is allowed
     objs.patch_namespaced_custom_object(
         G, V, api_namespace, P, name, {"spec": {"replicas": {"worker": {"replicas": 3}}}}
     )
@@ -160,19 +162,27 @@ def test_replica_counts_are_immutable_once_started(objs: Any, api_namespace: str
     old = _get(objs, api_namespace, name)
     assert old["status"]["startTime"] and old["spec"]["replicas"]["worker"]["replicas"] == 3
 
-    for role, n in [("worker", 4), ("ps", 2), ("evaluator", 1)]:
-        patch = {"spec": {"replicas": {role: {"replicas": n}}}}
-        for dry in ("All", None):
-            msg = _rejection(
-                lambda patch=patch, dry=dry: objs.patch_namespaced_custom_object(
-                    G, V, api_namespace, P, name, patch, **({"dry_run": dry} if dry else {})
-                )
+    resized = {"spec": {"replicas": {"worker": {"replicas": 4}, "ps": {"replicas": 2}}}}
+    objs.patch_namespaced_custom_object(G, V, api_namespace, P, name, resized)
+    assert _get(objs, api_namespace, name)["spec"]["replicas"]["ps"]["replicas"] == 2
+    patch = {
+        "spec": {
+            "replicas": {"evaluator": {"replicas": 1}},
+            "training": {"checkpoint": {"everySteps": 10}},
+        }
+    }
+    for dry in ("All", None):
+        msg = _rejection(
+            lambda dry=dry: objs.patch_namespaced_custom_object(
+                G, V, api_namespace, P, name, patch, **({"dry_run": dry} if dry else {})
             )
-            assert "spec.replicas" in msg and "immutable once the job has started" in msg, msg
-        new = copy.deepcopy(old)
-        new["spec"]["replicas"].setdefault(role, {})["replicas"] = n
-        with pytest.raises(JobValidationError, match="spec.replicas: replica counts are immutable"):
-            validate_job(new, old=old)
+        )
+        assert "spec.replicas" in msg and "chief and evaluator counts are immutable" in msg, msg
+    new = copy.deepcopy(_get(objs, api_namespace, name))
+    new["spec"]["replicas"]["evaluator"] = {"replicas": 1}
+    new["spec"]["training"]["checkpoint"] = {"everySteps": 10}
+    with pytest.raises(JobValidationError, match="spec.replicas: chief and evaluator counts are immutable"):
+        validate_job(new, old=_get(objs, api_namespace, name))
     # other fields, and the rest of a replica spec, stay mutable
     objs.patch_namespaced_custom_object(
         G,
@@ -182,11 +192,38 @@ def test_replica_counts_are_immutable_once_started(objs: Any, api_namespace: str
         name,
         {"spec": {"training": {"steps": 900}, "replicas": {"worker": {"restartPolicy": "Never"}}}},
     )
-    # a full replace with the same counts is fine too
     cur = _get(objs, api_namespace, name)
     cur["spec"]["runPolicy"]["suspend"] = True
     objs.replace_namespaced_custom_object(G, V, api_namespace, P, name, cur)
-    assert _get(objs, api_namespace, name)["spec"]["replicas"]["worker"]["replicas"] == 3
+    assert _get(objs, api_namespace, name)["spec"]["replicas"]["worker"]["replicas"] == 4
+
+
+def test_the_scale_subresource_sets_the_worker_count_within_max_replicas(objs: Any, api_namespace: str) -> None:
+    """kubectl scale and an HPA write /scale: the API server maps it onto spec.replicas.worker.replicas,
+    and the CRD's rules still hold (maxReplicas)."""
+    name = "scalable"
+    job = base_job(name)
+    job["spec"]["replicas"]["worker"].update(minReplicas=1, maxReplicas=6)
+    _create(objs, api_namespace, job)
+    _started(objs, api_namespace, name)
+    objs.patch_namespaced_custom_object_scale(G, V, api_namespace, P, name, {"spec": {"replicas": 5}})
+    assert _get(objs, api_namespace, name)["spec"]["replicas"]["worker"]["replicas"] == 5
+    scale = objs.get_namespaced_custom_object_scale(G, V, api_namespace, P, name)
+    assert scale["spec"]["replicas"] == 5
+    msg = _rejection(
+        lambda: objs.patch_namespaced_custom_object_scale(G, V, api_namespace, P, name, {"spec": {"replicas": 7}})
+    )
+    assert "spec.replicas.worker.replicas" in msg and "maxReplicas" in msg, msg
+    objs.patch_namespaced_custom_object_status(
+        G,
+        V,
+        api_namespace,
+        P,
+        name,
+        {"status": {"clusterSize": {"ps": 1, "worker": 4}, "workerSelector": "tfps.dev/job-name=scalable"}},
+    )
+    scale = objs.get_namespaced_custom_object_scale(G, V, api_namespace, P, name)
+    assert scale["status"] == {"replicas": 4, "selector": "tfps.dev/job-name=scalable"}
 
 
 def test_status_cannot_be_changed_through_the_main_resource(objs: Any, api_namespace: str) -> None:
@@ -200,7 +237,15 @@ def test_status_cannot_be_changed_through_the_main_resource(objs: Any, api_names
     _started(objs, api_namespace, name)
     msg = _rejection(
         lambda: objs.patch_namespaced_custom_object(
-            G, V, api_namespace, P, name, {"spec": {"replicas": {"worker": {"replicas": 5}}}, "status": None}
+            G,
+            V,
+            api_namespace,
+            P,
+            name,
+            {
+                "spec": {"replicas": {"evaluator": {"replicas": 1}}, "training": {"checkpoint": {"everySteps": 10}}},
+                "status": None,
+            },
         )
     )
     assert "immutable" in msg

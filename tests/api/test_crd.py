@@ -41,11 +41,18 @@ def test_tfps_crd_prints_the_crd(tmp_path: Path) -> None:
     assert yaml.safe_load(out.read_text()) == crd()
 
 
-def test_names_printer_columns_and_status_subresource() -> None:
+def test_names_printer_columns_and_the_status_and_scale_subresources() -> None:
     spec = crd()["spec"]
     assert spec["names"]["shortNames"] == ["psjob", "psjobs"] and spec["names"]["categories"] == ["tfps"]
     (version,) = spec["versions"]
-    assert version["subresources"] == {"status": {}}
+    assert version["subresources"] == {
+        "status": {},
+        "scale": {
+            "specReplicasPath": ".spec.replicas.worker.replicas",
+            "statusReplicasPath": ".status.clusterSize.worker",
+            "labelSelectorPath": ".status.workerSelector",
+        },
+    }
     cols = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert cols == {
         "Phase": ".status.phase",

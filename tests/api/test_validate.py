@@ -183,13 +183,19 @@ def _started(obj: dict) -> dict:
     return old
 
 
-def test_replica_counts_are_immutable_once_started() -> None:
+def test_chief_and_evaluator_counts_are_immutable_once_started_and_worker_and_ps_counts_resize() -> None:
     old = base_job()
     new = copy.deepcopy(old)
     new["spec"]["replicas"]["worker"]["replicas"] = 3
-    validate_job(new, old=old)  # not started: scaling before start is fine
-    with pytest.raises(JobValidationError, match=r"^spec.replicas: replica counts are immutable"):
-        validate_job(new, old=_started(old))
+    new["spec"]["replicas"]["ps"] = {"replicas": 2}
+    validate_job(new, old=old)  # not started
+    validate_job(new, old=_started(old))  # a resize
+    evaluated = copy.deepcopy(old)
+    evaluated["spec"]["replicas"]["evaluator"] = {"replicas": 1}
+    evaluated["spec"]["training"]["checkpoint"] = {"everySteps": 10}
+    validate_job(evaluated, old=old)
+    with pytest.raises(JobValidationError, match=r"^spec.replicas: chief and evaluator counts are immutable"):
+        validate_job(evaluated, old=_started(old))
     other = copy.deepcopy(old)
     other["spec"]["training"]["steps"] = 600  # other fields stay mutable
     validate_job(other, old=_started(old))

@@ -60,14 +60,16 @@ def pod(
     scheduled: bool = True,
     uid: str | None = None,
     unschedulable: str = "",
+    created: datetime | None = None,
 ) -> dict[str, Any]:
-    """A trainer pod as the API server returns it."""
+    """A trainer pod as the API server returns it (created at ``created``, default T0)."""
     name = names.pod_name(job.metadata.name, role, index)  # type: ignore[arg-type]
     meta: dict[str, Any] = {
         "name": name,
         "namespace": job.metadata.namespace,
         "uid": uid or f"uid-{name}-{restart}",
         "labels": pod_labels(job.metadata.name, role, index, restart),
+        "creationTimestamp": (created or T0).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }  # type: ignore[arg-type]
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T12:00:00Z"

@@ -123,10 +123,10 @@ def run_size(r: Reconciliation, admitted_workers: int | None) -> ClusterSize:
 
 def standby(r: Reconciliation, size: ClusterSize, admitted_workers: int | None) -> range:
     """Indices of the standby workers: asked for beyond the run's workers, created beside it so that a
-    grow waits until they are running (none while a restart is under way)."""
-    if _stopping(r.status) or r.status.phase not in ("Pending", "Running"):
+    grow waits until they are running (they keep their places while the lead stops for the grow)."""
+    if r.status.phase not in ("Pending", "Running"):
         return range(0)
-    return range(size.worker, max(size.worker, goal(r.job, admitted_workers).worker))
+    return range(size.worker, max(size.worker, goal(r.asked, admitted_workers).worker))
 
 
 def settle(r: Reconciliation) -> None:
@@ -214,6 +214,10 @@ def _stop_then_restart(r: Reconciliation, current: ClusterSize, run: list[PodObs
     if going:
         return current
     lead = next((p for p in r.obs.pods if p.restart == st.restarts and p.role in first), None)
+    if lead is not None and lead.phase == "Succeeded":  # it reached the target step while stopping: done
+        st.resize.completed = r.now
+        r.clear(RESIZING, "TrainingSucceeded", "training finished while the lead stopped for the resize")
+        return current
     saved = parse_stopped(lead.message) if lead is not None else None
     if saved is not None and saved.saved_step is not None and saved.path:
         known = st.checkpoint.step if st.checkpoint and st.checkpoint.step is not None else -1

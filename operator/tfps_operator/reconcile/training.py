@@ -43,10 +43,10 @@ def training(
     strategy = strategy_of(job)
     counts = replica_counts(job)
     lead = current.get(names.pod_name(job.metadata.name, *strategy.lead(counts)))
-    succeeded = {
+    succeeded = {  # a lead stopped for a resize that reached its target step meanwhile succeeded too
         (p.role, p.index)
         for p in current.values()
-        if p.phase == "Succeeded" and not p.deleting and p.role is not None and p.index is not None
+        if p.phase == "Succeeded" and p.role is not None and p.index is not None
     }
     if strategy.training_succeeded(succeeded, counts, job.spec.run_policy.success_policy):
         if lead is not None:

@@ -66,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-export", action="store_true", help="train only")
     run.add_argument(
+        "--resize",
+        action="append",
+        metavar="STEP=WORKERS[:PS]",
+        help="rehearse a resize: once the lead reports STEP, resize the running job to WORKERS workers (and PS "
+        "parameter servers) as the operator would; repeatable",
+    )
+    run.add_argument(
         "--code",
         default=None,
         metavar="DIR",

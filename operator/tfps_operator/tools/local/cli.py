@@ -21,6 +21,7 @@ from tfps_wire.storage_check import PERMANENT, StorageProblem
 from tfps_wire.storage_check import check as check_storage
 from tfps_wire.uri import is_uri
 
+from ...api.models import ClusterSize, PSTrainingJob
 from ...manifests.jobsettings import job_settings
 from ..client.errors import InvalidJob
 from ..jobfile import load_job, refusal_text
@@ -70,6 +71,29 @@ def local_job_from_args(args: argparse.Namespace) -> LocalJob:
     settings = job_settings(job, mount_path=str(workdir), code_dir=str(code_dir) if code_dir else None)
     local_root = str(workdir / job.metadata.namespace / job.metadata.name) if job.spec.storage.uri else None
     return LocalJob(job=job, settings=settings, local_root=local_root)
+
+
+def resizes_from_args(job: PSTrainingJob, given: list[str] | None) -> list[tuple[int, ClusterSize]]:
+    """``--resize STEP=WORKERS[:PS]``, in step order, each within the job's limits, or InvalidInput."""
+    out: list[tuple[int, ClusterSize]] = []
+    w = job.spec.replicas.worker
+    ps_now = job.spec.replicas.of("ps").replicas
+    for text in given or []:
+        step, _, size = text.partition("=")
+        workers, _, ps = size.partition(":")
+        if not (step.isdigit() and workers.isdigit() and (ps == "" or ps.isdigit())):
+            raise InvalidInput(f"--resize {text}: expected STEP=WORKERS or STEP=WORKERS:PS (numbers)")
+        n, p = int(workers), int(ps) if ps else ps_now
+        least, most = w.min_replicas or 1, w.max_replicas
+        if n < least or (most is not None and n > most):
+            bound = f"at least {least}" + (f" and at most {most}" if most is not None else "")
+            raise InvalidInput(f"--resize {text}: workers must be {bound} (spec.replicas.worker)")
+        if ps and job.spec.strategy == "MultiWorkerMirrored":
+            raise InvalidInput(f"--resize {text}: a MultiWorkerMirrored job has no parameter servers")
+        if ps and p < 1:
+            raise InvalidInput(f"--resize {text}: a ParameterServer job needs at least 1 parameter server")
+        out.append((int(step), ClusterSize(ps=p, worker=n)))
+    return sorted(out, key=lambda r: r[0])
 
 
 def describe(settings: JobSettings) -> str:
@@ -123,6 +147,7 @@ def _install_signal_handlers() -> dict[int, Any]:
 def main(args: argparse.Namespace) -> int:
     try:
         local_job = local_job_from_args(args)
+        resizes = resizes_from_args(local_job.job, getattr(args, "resize", None))
     except InvalidInput as exc:
         print(f"tfps run: {exc}", file=sys.stderr)
         return EXIT_INVALID
@@ -153,7 +178,7 @@ def main(args: argparse.Namespace) -> int:
             + where
             + ("; resuming from its latest checkpoint" if resumed else "")
         )
-        supervisor = Supervisor(local_job, display)
+        supervisor = Supervisor(local_job, display, resizes=resizes)
         trained = supervisor.run(deadline_s=job.spec.run_policy.active_deadline_seconds)
         supervisor.stop()
         if not trained.ok:

@@ -6,6 +6,10 @@ ask ``reconcile.failure_policy`` what to do (recreate one process, restart every
 checkpoint, or give up), with the job's strategy (:mod:`...strategies`) saying which roles are recreated alone.
 A process recreated alone waits out the crash-loop back-off of ``reconcile.crashloop`` (its local schedule).
 The strategy's success rule (the lead exiting 0, by default) means training is done.
+
+``--resize STEP=WORKERS[:PS]`` rehearses a resize of a running job on one machine: once the lead reports
+STEP, the cluster takes the new size as the operator would (the strategy's rule: workers leave live, or
+the lead stops and saves, then every process restarts at the new size from that checkpoint).
 """
 
 from __future__ import annotations
@@ -13,17 +17,18 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tfps_wire import exitcodes
 from tfps_wire.job_settings import SETTINGS_ENV, TERMINATION_LOG_ENV, JobSettings
 
-from ...api.models import PSTrainingJob, Recreation, RestartPolicy, Role, replica_counts
+from ...api.models import ClusterSize, PSTrainingJob, Recreation, RestartPolicy, Role, replica_counts
 from ...manifests.tfconfig import tf_config_json
 from ...reconcile import crashloop
 from ...reconcile.failure_policy import on_failure
+from ...reconcile.resize import in_effect, spec_size
 from ...strategies import TrainingStrategy
 from ...strategies import of as strategy_of
 from .ports import HOST, free_ports, looks_like_port_in_use
@@ -167,9 +172,15 @@ class Supervisor:
     operator keeps ``status.recreations``."""
     _finished: set[Task] = field(default_factory=set)
     _done_at: float | None = None
+    resizes: list[tuple[int, ClusterSize]] = field(default_factory=list)
+    """Resizes still to do: (the lead's step at which, the new size), in step order."""
+    resized: list[str] = field(default_factory=list)
+    """What each resize did, one line each."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _start_cluster(self) -> None:
+        for gone in [t for t in self.children if t not in self.local_job.tasks]:  # resized away
+            del self.children[gone]
         self._ports = Ports.allocate(self.local_job.tasks, self.local_job.lead)
         self._finished.clear()
         self._recreate_at.clear()
@@ -211,6 +222,7 @@ class Supervisor:
                     False, f"DeadlineExceeded: training ran longer than activeDeadlineSeconds ({deadline_s:.0f}s)"
                 )
             self._poll_progress()
+            self._resize_when_due()
             self._start_due_recreations()
             failed = self._first_failure()
             if failed is None:
@@ -261,6 +273,39 @@ class Supervisor:
                 message = f"{decision.reason}: {decision.message}\n{child.describe_failure(code)}"
                 self.stop()
                 return self._result(False, message)
+
+    def _resize_when_due(self) -> None:
+        """The next ``--resize`` once the lead has reported its step: workers leave live, or the lead
+        stops (it saves on SIGTERM) and every process restarts at the new size."""
+        step = self.status.step if self.status is not None else None
+        if not self.resizes or step is None or step < self.resizes[0][0]:
+            return
+        at, size = self.resizes.pop(0)
+        before = spec_size(self.local_job.job)
+        if size == before:
+            return
+        method = self.local_job.strategy.resize_method(before, size)
+        job = in_effect(self.local_job.job, size)
+        what = f"workers {before.worker} → {size.worker}, ps {before.ps} → {size.ps} at step {step}"
+        started = time.monotonic()
+        if method == "Live":
+            leaving = [t for t in self.children if t.role == "worker" and t.index >= size.worker]
+            stop_all([self.children.pop(t) for t in leaving], self.grace)
+            self.local_job = replace(self.local_job, job=job)
+        else:
+            first = self.local_job.strategy.stops_first
+            stop_all([c for t, c in self.children.items() if t.role in first], self.grace)
+            if self.children[self.local_job.lead].poll() == 0:  # it reached the target step while stopping
+                self._finished.add(self.local_job.lead)
+                self.display.event(f"not resized ({what}): training finished while the lead stopped")
+                return
+            grace = self.local_job.strategy.restart_grace_seconds
+            stop_all(self.children.values(), self.grace if grace is None else min(grace, self.grace))
+            self.local_job = replace(self.local_job, job=job)
+            self._start_cluster()
+        line = f"resized ({method}): {what}, in {time.monotonic() - started:.1f}s"
+        self.resized.append(line)
+        self.display.event(line)
 
     def _training_done(self) -> bool:
         job = self.local_job.job
