@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -26,7 +25,10 @@ JOB = {
     "kind": "PSTrainingJob",
     "metadata": {"name": "elastic"},
     "spec": {
-        "model": {"module": "tfps_trainer.examples.linear", "args": {"features": 64, "hidden": 256}},
+        "model": {
+            "module": "tfps_trainer.examples.linear",
+            "args": {"features": 64, "hidden": 256, "learning_rate": 0.002},
+        },
         "replicas": {"ps": {"replicas": 1}, "worker": {"replicas": 2, "minReplicas": 1, "maxReplicas": 4}},
         "training": {
             "steps": STEPS,

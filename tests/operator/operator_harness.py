@@ -262,6 +262,10 @@ class Cluster:
         return name
 
 
+KWOK_HANDS_OFF = {"metadata": {"annotations": {"kwok.x-k8s.io/status": "custom"}}}
+"""A pod template kwok leaves alone: its status and its deletion are the test's to play."""
+
+
 def job_body(
     name: str,
     *,

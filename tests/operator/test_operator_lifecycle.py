@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from operator_harness import job_body
+from operator_harness import KWOK_HANDS_OFF, job_body
 
 from tfps_wire.export_result import (
     ArtifactResult,
@@ -21,7 +21,6 @@ from tfps_wire.export_result import (
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
 TRAINERS = ["j-chief-0", "j-ps-0", "j-worker-0", "j-worker-1"]
-KWOK_HANDS_OFF = {"metadata": {"annotations": {"kwok.x-k8s.io/status": "custom"}}}
 
 
 def uids(pods):

@@ -141,12 +141,13 @@ def _run_pods(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     """The current run's pods at its size (after this pass's resize decision: :mod:`.resize`), and the
     standby workers created beside it before it grows. From here on ``r.job`` is the job at the run's size."""
-    job = r.job
-    size = resize.run_size(r, admitted_workers)
+    job, epoch = r.job, r.status.restarts
+    size = resize.run_size(r, admitted_workers)  # may restart the job: a new epoch
     grown = resize.goal(job, admitted_workers)
-    if size != resize.spec_size(job):
+    as_asked = size == resize.spec_size(job)
+    if not as_asked:
         r.job = resize.in_effect(job, size)
-    pods = asked if size == resize.spec_size(job) else desired_pods(r.job, r.cfg, r.status.restarts)
+    pods = asked if as_asked and epoch == r.status.restarts else desired_pods(r.job, r.cfg, r.status.restarts)
     spare_at = resize.standby(r, size, admitted_workers)
     if not spare_at:
         return pods, {}

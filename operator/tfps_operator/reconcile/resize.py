@@ -79,6 +79,12 @@ def goal(job: PSTrainingJob, admitted_workers: int | None) -> ClusterSize:
 def run_size(r: Reconciliation, admitted_workers: int | None) -> ClusterSize:
     """This pass's resize decision (a Live change, a Restart begun or continued, a new run's size), and
     the size of the current run after it: what its pods are built from."""
+    size = _decide(r, admitted_workers)
+    _left_out(r)
+    return size
+
+
+def _decide(r: Reconciliation, admitted_workers: int | None) -> ClusterSize:
     st, job = r.status, r.job
     target = goal(job, admitted_workers)
     current = st.cluster_size
@@ -89,12 +95,10 @@ def run_size(r: Reconciliation, admitted_workers: int | None) -> ClusterSize:
             assert st.resize is not None
             st.resize = st.resize.model_copy(update={"to": target})
         st.cluster_size = target
-        _left_out(r)
         return target
     if stopping:
         return _stop_then_restart(r, current, run)
     want, reason = _wanted(r, current, target, run)
-    _left_out(r)
     if want == current:
         return current
     method = strategy_of(job).resize_method(current, want) if reason == "Scaled" else "Restart"
@@ -189,7 +193,8 @@ def _wanted(
     waiting = [p for p in spares if p is None or p.phase != "Running"]
     if ready and (not waiting or all(p is not None and _pending_too_long(p, r.now, timeout) for p in waiting)):
         grown = ClusterSize(ps=current.ps, worker=current.worker + ready)
-        return grown, "CapacityFreed" if r.status.workers_left_out and reason == "Scaled" else reason
+        back = r.status.resize is not None and r.status.resize.reason in ("WorkersPending", "CapacityFreed")
+        return grown, "CapacityFreed" if back and reason == "Scaled" else reason
     return current, reason
 
 

@@ -26,6 +26,11 @@ OWNED_STATUS_FIELDS = (
     "preemptions",
     "recreations",
     "reason",
+    "clusterSize",
+    "workerSelector",
+    "workersLeftOut",
+    "resize",
+    "resizes",
 )
 """The status fields the reconciler writes; ``progress`` belongs to the progress monitor. ``checkpoint``
 is written by both: the monitor while the chief runs, the reconciler from the chief's success summary
@@ -42,6 +47,10 @@ SIGNIFICANT_STATUS_FIELDS = (
     "preemptions",
     "recreations",
     "reason",
+    "clusterSize",
+    "workersLeftOut",
+    "resize",
+    "resizes",
 )
 """A change in any of these is written at once (see :func:`minor_status_change` for the rest)."""
 

@@ -153,6 +153,16 @@ def test_a_grow_stops_the_chief_first_then_restarts_every_pod_at_the_new_size_fr
     assert not C.is_true(done.status, RESIZING) and "Resized" in reasons(done) and done.status.workers == "4/4"
 
 
+def test_the_pass_that_restarts_for_a_resize_creates_the_new_runs_pods_of_the_new_run():
+    job = ps_job(workers=3)
+    st = reconcile(job, status(**sized(1, 2)), observed(job, run_pods(job, 1, 3)), later(5), CFG).status
+    plan = reconcile(job, st, observed(job, run_pods(job, 1, 3)[1:]), later(9), CFG)  # the chief is gone
+    assert plan.status.restarts == 1
+    chief = next(a.manifest for a in plan.creates() if a.manifest["metadata"]["name"] == "mnist-chief-0")
+    assert chief["metadata"]["labels"]["tfps.dev/restart"] == "1"
+    assert len(tf_config(plan, "mnist-chief-0")["cluster"]["worker"]) == 3
+
+
 def test_steps_the_chief_reported_but_did_not_save_are_the_resizes_cost():
     job = ps_job(workers=3)
     st = status(**sized(1, 2), progress={"step": 900}, checkpoint={"step": 800, "path": "/c/ckpt-800"})
