@@ -224,7 +224,14 @@ def test_a_job_that_is_not_elastic_waits_for_its_pending_workers():
 
 def test_left_out_workers_come_back_once_pods_in_their_place_run():
     job = ps_job(workers=4, minReplicas=2, pendingTimeoutSeconds=60)
-    st = status(**sized(1, 3), workersLeftOut=1, restarts=1, resizes=1)
+    left_out = {
+        "from": {"ps": 1, "worker": 4},
+        "to": {"ps": 1, "worker": 3},
+        "method": "Restart",
+        "reason": "WorkersPending",
+        "completed": T0.isoformat(),
+    }
+    st = status(**sized(1, 3), workersLeftOut=1, restarts=1, resizes=1, resize=left_out)
     pods = [*run_pods(job, 1, 3, restart=1), pod(job, "worker", 3, "Pending", scheduled=False, restart=1)]
     plan = reconcile(job, st, observed(job, pods), later(5), CFG)
     assert plan.status.resize is None and plan.status.reason == "WorkersPending"
