@@ -234,7 +234,8 @@ def test_left_out_workers_come_back_once_pods_in_their_place_run():
     st = status(**sized(1, 3), workersLeftOut=1, restarts=1, resizes=1, resize=left_out)
     pods = [*run_pods(job, 1, 3, restart=1), pod(job, "worker", 3, "Pending", scheduled=False, restart=1)]
     plan = reconcile(job, st, observed(job, pods), later(5), CFG)
-    assert plan.status.resize is None and plan.status.reason == "WorkersPending"
+    assert plan.status.resize.reason == "WorkersPending" and plan.status.reason == "WorkersPending"
+    assert deleted(plan) == {} and created(plan) == []
     pods[-1] = pod(job, "worker", 3, restart=1)
     grow = reconcile(job, st, observed(job, pods), later(90), CFG)
     assert grow.status.resize.reason == "CapacityFreed" and grow.status.resize.to.worker == 4
