@@ -129,6 +129,32 @@ def manifest_table(manifest: dict[str, Any]) -> str:
     )
 
 
+def _elastic_range(job: PSTrainingJob) -> str:
+    w = job.spec.replicas.worker
+    if w.min_replicas is None and w.max_replicas is None:
+        return ""
+    return f" (workers {w.min_replicas or w.replicas}..{w.max_replicas if w.max_replicas is not None else '∞'})"
+
+
+def _resize_lines(st: PSTrainingJobStatus, now: datetime) -> list[str]:
+    """The run's size when it differs from the spec's, and the latest resize with its cost."""
+    lines = []
+    if st.cluster_size is not None:
+        left = f", {st.workers_left_out} worker(s) left out" if st.workers_left_out else ""
+        lines.append(f"Run size:    {st.cluster_size.worker} worker(s), {st.cluster_size.ps} ps{left}")
+    rz = st.resize
+    if rz is not None:
+        when = f"done {age(rz.completed, now)} ago" if rz.completed else "in progress"
+        cost = ""
+        if rz.method == "Restart" and rz.resumed_from is not None:
+            cost = f"; resumed from step {rz.resumed_from}, {rz.steps_lost or 0} step(s) lost"
+        lines.append(
+            f"Last resize: workers {rz.from_.worker} → {rz.to.worker}, ps {rz.from_.ps} → {rz.to.ps} "
+            f"({rz.method}, {rz.reason}, {when}{cost}); resizes so far: {st.resizes}"
+        )
+    return lines
+
+
 def describe(
     job: PSTrainingJob, children: Sequence[Child], events: Sequence[JobEvent], now: datetime | None = None
 ) -> str:
@@ -144,7 +170,9 @@ def describe(
         f"Model:       {job.spec.model.module}    Image: {job.spec.image or '(operator default)'}",
         f"Replicas:    {job.spec.strategy}: "
         + ", ".join(f"{role} {n}" for role, n in replica_counts(job).items() if n)
-        + (f"    Workers ready: {st.workers}" if st.workers else ""),
+        + _elastic_range(job)
+        + (f"    Workers running/in the run: {st.workers}" if st.workers else ""),
+        *_resize_lines(st, now),
         f"Progress:    step {p.step if p and p.step is not None else '-'}/{job.spec.training.steps},"
         f" loss {_num(p.loss if p else None)}, {_num(p.steps_per_second if p else None, '.3g')} steps/s",
         "Checkpoint:  "

@@ -235,6 +235,34 @@ def test_describe_and_manifest_table_hold_conditions_and_figures(tmp_path):
     assert "savedmodel" in table and "1e-07" in table and "passed" in table
 
 
+def test_describe_shows_the_runs_size_and_the_last_resize_with_its_cost():
+    now = datetime(2026, 1, 1, 1, 0, tzinfo=UTC)
+    job = _job(
+        phase="Running",
+        workers="3/3 (want 4)",
+        clusterSize={"ps": 1, "worker": 3},
+        workersLeftOut=1,
+        resizes=2,
+        resize={
+            "from": {"ps": 1, "worker": 4},
+            "to": {"ps": 1, "worker": 3},
+            "method": "Restart",
+            "reason": "WorkersPending",
+            "completed": "2026-01-01T00:58:00Z",
+            "resumedFrom": 800,
+            "stepsLost": 0,
+        },
+    )
+    text = describe(job, [], [], now=now)
+    assert "Workers running/in the run: 3/3 (want 4)" in text
+    assert "Run size:    3 worker(s), 1 ps, 1 worker(s) left out" in text
+    assert (
+        "Last resize: workers 4 → 3, ps 1 → 1 (Restart, WorkersPending, done 2m ago; resumed from step 800, "
+        "0 step(s) lost); resizes so far: 2"
+    ) in text
+    assert get_table([job], now=now).splitlines()[1].split()[6:9] == ["3/3", "(want", "4)"]
+
+
 def test_cli_usage_errors_exit_2_before_contacting_a_cluster(capsys):
     assert tfps(["wait", "j", "--for", "colour=blue", "--kubeconfig", "/nonexistent"]) == 2
     assert "use phase=PHASE or condition=TYPE" in capsys.readouterr().err
