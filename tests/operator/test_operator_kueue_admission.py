@@ -181,3 +181,30 @@ def test_an_evicted_job_is_suspended_gives_its_quota_back_and_resumes_when_admit
     assert {n: p["metadata"]["uid"] for n, p in again.items()}.keys() == first.keys()
     assert all(again[n]["metadata"]["uid"] != first[n]["metadata"]["uid"] for n in first)  # new pods
     assert kube.status("a").get("reason") is None
+
+
+def test_an_elastic_job_starts_with_the_workers_kueue_can_admit(
+    kube: Cluster, queue: dict[str, Any], start_operator: Callable[..., OperatorProcess]
+) -> None:
+    """Partial admission: the quota holds 4 of the 6 pods the job asks for (chief, ps, 4 workers); its
+    worker pod set says ``minCount`` 1, so Kueue admits 2 workers and the job runs with them."""
+    start_operator(kube.ns, extra_env=ENV)
+    body = contended_job("p", queue["template"], schedulingPolicy={"queue": "lq"})
+    body["spec"]["replicas"]["worker"].update(replicas=4, minReplicas=1)
+    kube.create_job(body)
+    wl = kube.wait_until(
+        lambda: (w := _workloads(kube).get("psjob-p")) and (w.get("status") or {}).get("admission") and w,
+        timeout=60,
+        interval=0.3,
+        what="p's Workload admitted",
+    )
+    worker_set = next(p for p in wl["spec"]["podSets"] if p["name"] == "worker")
+    assert (worker_set["count"], worker_set["minCount"]) == (4, 1)
+    admitted = {a["name"]: a["count"] for a in wl["status"]["admission"]["podSetAssignments"]}
+    assert admitted == {"chief": 1, "ps": 1, "worker": 2}
+    kube.wait_pods_running("p", _names("p"), timeout=60)
+    st = kube.wait_phase("p", "Running", timeout=30)
+    assert st["clusterSize"] == {"ps": 1, "worker": 2} and st["workersLeftOut"] == 2
+    assert st["workers"] == "2/2 (want 4)" and st["reason"] == "WorkersPending"
+    time.sleep(2)
+    assert sorted(kube.trainer_pods("p")) == _names("p"), "no pod beyond what Kueue admitted"
