@@ -415,6 +415,34 @@ def test_deleting_the_ps_pod_restarts_the_job_and_resumes_from_the_checkpoint(op
     assert LONG_STEPS in chief_log_steps(kube.ns, "completed step "), chief_log_steps(kube.ns, "checkpoint step ")
 
 
+def test_kubectl_scale_grows_a_running_job_that_resumes_from_the_chiefs_save(operated, wait_until):
+    """One resize of a running job in real containers: 2 → 3 workers. The new worker starts beside the run,
+    the chief is stopped (it saves the steps it scheduled), every pod restarts with the new TF_CONFIG, and
+    the new run resumes from exactly that checkpoint."""
+    kube, op, pv = operated
+    pv(names.pvc_name("quickstart"))
+    kube.create_job(quickstart(steps=3000, every=500))
+    wait_until(lambda: trainer_pods_running(kube, "quickstart", 4), timeout=300, interval=1, what="pods Running")
+    wait_until(lambda: chief_log_steps(kube.ns, "checkpoint step "), timeout=300, interval=1, what="a first checkpoint")
+    kube.custom.patch_namespaced_custom_object_scale(
+        "tfps.dev", "v1alpha1", kube.ns, "pstrainingjobs", "quickstart", {"spec": {"replicas": 3}}
+    )
+    st = wait_until(
+        lambda: (s := kube.status("quickstart")).get("resize", {}).get("completed") and s,
+        timeout=300,
+        interval=1,
+        what="the resize to 3 workers done",
+    )
+    rz = st["resize"]
+    assert (rz["method"], rz["to"]["worker"], st["clusterSize"]["worker"]) == ("Restart", 3, 3), st
+    assert rz["stepsLost"] == 0 and rz["resumedFrom"] >= rz["step"], rz
+    st = quickstart_succeeded(kube, op, wait_until, "quickstart Succeeded after the resize")
+    assert (st["restarts"], st["resizes"]) == (1, 1), st
+    assert rz["resumedFrom"] in chief_log_steps(kube.ns, "resumed from checkpoint step "), rz
+    assert 3000 in chief_log_steps(kube.ns, "completed step ")
+    print(f"\nresize 2 -> 3 on the real node: {rz}")
+
+
 def test_client_logs_and_download_artifacts_against_a_real_kubelet(
     operated, realnode, kubeconfig, wait_until, tmp_path, capsys
 ):

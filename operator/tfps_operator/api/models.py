@@ -1459,6 +1459,10 @@ class ResizeStatus(_Model):
         )
     )
     requested: datetime | None = Field(default=None, description="When the operator began the resize.")
+    run: int | None = Field(
+        default=None,
+        description="status.restarts of the run the resize left at its new size (a Live one: the same run).",
+    )
     completed: datetime | None = Field(
         default=None, description="When every pod of the new size was running (unset while in progress)."
     )

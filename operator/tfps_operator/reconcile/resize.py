@@ -118,6 +118,7 @@ def _decide(r: Reconciliation, admitted_workers: int | None) -> ClusterSize:
     if method == "Live":
         st.cluster_size = want
         st.resize.completed = r.now
+        st.resize.run = st.restarts
         r.event("Normal", "Resized", f"{what} ({reason}): the highest-index workers leave; training goes on")
         return want
     r.event("Normal", RESIZING, f"{what} ({reason}): stopping the lead to save, then restarting at the new size")
@@ -145,6 +146,13 @@ def settle(r: Reconciliation) -> None:
     if st.resize.steps_lost:
         lost = f"; {st.resize.steps_lost} step(s) since the last checkpoint were lost"
     r.event("Normal", "Resized", f"running with {st.resize.to.worker} worker(s) and {st.resize.to.ps} ps{lost}")
+
+
+def shrunk_live(st: Any) -> bool:
+    """Workers left the current run live. TensorFlow's coordinator then waits for them for good, and while
+    it does it cannot take back any other worker that fails: a worker failure must restart the job."""
+    rz = st.resize
+    return rz is not None and rz.method == "Live" and rz.run == st.restarts
 
 
 def pending_message(r: Reconciliation) -> str | None:
@@ -238,6 +246,7 @@ def _stop_then_restart(r: Reconciliation, current: ClusterSize, run: list[PodObs
         st.resize.steps_lost = max(0, before - (resumed or 0))
     st.restarts += 1
     st.resizes += 1
+    st.resize.run = st.restarts
     st.cluster_size = st.resize.to
     st.phase = "Restarting"
     r.plan.job_restarted = True

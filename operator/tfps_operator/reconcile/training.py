@@ -141,7 +141,7 @@ def _failure_decision(
         _recreated(r, role),
         spec.recreate_limit,
         detail[-2000:],
-        alone=role not in strategy.restarts_job,
+        alone=role not in strategy.restarts_job and not (role == "worker" and resize.shrunk_live(r.status)),
     )
     if vanished:
         d = Decision(d.action, d.reason, d.message.replace(f"{role} vanished", f"{vanished} disappeared"), d.counted)

@@ -176,9 +176,12 @@ class Supervisor:
     """Resizes still to do: (the lead's step at which, the new size), in step order."""
     resized: list[str] = field(default_factory=list)
     """What each resize did, one line each."""
+    _shrunk_live: bool = False
+    """Workers left this run of the cluster live: a worker failure now restarts it (see ``reconcile.resize``)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _start_cluster(self) -> None:
+        self._shrunk_live = False
         for gone in [t for t in self.children if t not in self.local_job.tasks]:  # resized away
             del self.children[gone]
         self._ports = Ports.allocate(self.local_job.tasks, self.local_job.lead)
@@ -252,7 +255,8 @@ class Supervisor:
                 self.local_job.job.spec.run_policy.backoff_limit,
                 recreated,
                 spec.recreate_limit,
-                alone=task.role not in self.local_job.strategy.restarts_job,
+                alone=task.role not in self.local_job.strategy.restarts_job
+                and not (task.role == "worker" and self._shrunk_live),
             )
             if decision.action == "recreate_pod":
                 delay = self._count_recreation(task, datetime.now(UTC))
@@ -292,6 +296,7 @@ class Supervisor:
             leaving = [t for t in self.children if t.role == "worker" and t.index >= size.worker]
             stop_all([self.children.pop(t) for t in leaving], self.grace)
             self.local_job = replace(self.local_job, job=job)
+            self._shrunk_live = True
         else:
             first = self.local_job.strategy.stops_first
             stop_all([c for t, c in self.children.items() if t.role in first], self.grace)

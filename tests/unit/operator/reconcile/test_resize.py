@@ -95,6 +95,27 @@ def test_a_ps_job_scaled_down_loses_its_highest_index_workers_live_and_trains_on
     assert deleted(again) == {} and again.status.resize == st.resize and again.status.workers == "2/2"
 
 
+def test_after_a_live_shrink_a_failed_worker_restarts_the_job_not_itself():
+    """TensorFlow's coordinator waits for the removed workers for good and meanwhile takes back no other
+    worker: a worker that fails in that run restarts the job (a later run recreates workers alone again)."""
+    job = ps_job(workers=2)
+    st = reconcile(job, status(**sized(1, 3)), observed(job, run_pods(job, 1, 3)), later(5), CFG).status
+    assert st.resize.method == "Live" and st.resize.run == 0
+    pods = run_pods(job, 1, 2, worker_1="Failed")
+    pods[-1] = pod(job, "worker", 1, "Failed", exit_code=1)
+    plan = reconcile(job, st, observed(job, pods), later(9), CFG)
+    assert plan.status.restarts == 1 and plan.status.phase == "Restarting"
+    later_run = status(**{**st.to_wire(), "restarts": 1})
+    again = reconcile(
+        job,
+        later_run,
+        observed(job, [*run_pods(job, 1, 1, restart=1), pod(job, "worker", 1, "Failed", exit_code=1, restart=1)]),
+        later(20),
+        CFG,
+    )
+    assert again.status.restarts == 1 and "mnist-worker-1" in deleted(again)
+
+
 def test_a_worker_only_job_scaled_down_restarts_every_worker_at_the_new_size():
     job = mwms_job(workers=2)
     plan = reconcile(job, status(**sized(0, 3)), observed(job, run_pods(job, 0, 3)), later(5), CFG)
