@@ -145,7 +145,9 @@ def test_a_user_who_may_not_create_pods_cannot_obtain_a_host_root_pod_through_a_
                 ):
                     assert field in failed["message"], failed
                 assert "jobPodSecurity.relaxedNamespaces" in failed["message"]
-                assert "InvalidSpec" in admin[strict].event_reasons("j")
+                admin[strict].wait_until(  # the Event is posted after the status write
+                    lambda: "InvalidSpec" in admin[strict].event_reasons("j"), timeout=20, what="InvalidSpec Event"
+                )
                 time.sleep(2)  # a pass more would have created them by now
                 assert admin[strict].pods() == {}
                 sel = "tfps.dev/job-name=j"
