@@ -9,32 +9,18 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from support.local_procs import tfps_run
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "examples" / "seed"
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
-
-
-def tfps_run(job: Path, work: Path, *extra: str, timeout: float = 540) -> subprocess.CompletedProcess:
-    argv = [
-        sys.executable,
-        "-c",
-        "import sys; from tfps_operator.tools.cli import main; sys.exit(main())",
-        "run",
-        str(job),
-        "--workdir",
-        str(work),
-        *extra,
-    ]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
 def script_job(tmp: Path, name: str, command: list[str], **spec: object) -> Path:

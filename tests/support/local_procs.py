@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 
@@ -20,3 +21,18 @@ def children_by_task(runner_pid: int) -> dict[str, int]:
             task = json.loads(env["TF_CONFIG"])["task"]
             out[f"{task['type']}-{task['index']}"] = pid
     return out
+
+
+def tfps_run(job: Path, work: Path, *extra: str, timeout: float = 540) -> subprocess.CompletedProcess:
+    """``tfps run JOB --workdir WORK EXTRA...`` in a subprocess, its output captured."""
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys; from tfps_operator.tools.cli import main; sys.exit(main())",
+        "run",
+        str(job),
+        "--workdir",
+        str(work),
+        *extra,
+    ]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
