@@ -68,9 +68,9 @@ with tempfile.TemporaryDirectory() as scratch:
         manifest.write(stage / MANIFEST, {"complete": True})
         t = time.perf_counter()
         if root.startswith("gs://"):
-            ObjectPublisher(root).publish(stage, 7)
+            ObjectPublisher(root).publish(stage, 7, serving=True)
         else:
-            pub.commit(stage, 7, serving=True)
+            pub.commit(stage, 7)
         publish = time.perf_counter() - t
 print(json.dumps({
     "save_median_s": statistics.median(saves), "save_max_s": max(saves),

@@ -1,6 +1,7 @@
 """PS sharding, measured: the wide-and-deep model with a large embedding, tables partitioned over 1, 2, 4 PS.
 
-Usage: ``hack/netns-run .venv/bin/python benchmarks/ps_sharding_bench.py [--vocab V] [--ps 1,2,4] [--quick]``
+Usage: ``hack/netns-run .venv/bin/python benchmarks/ps_sharding_bench.py [--vocab V] [--ps 1,2,4] [--quick]``,
+or the vocabulary sweep ``... --sweep 100000:2,2000000:2,20000000:4`` (writes results/vocab_sweep.json).
 
 For each PS count N, a real cluster on 127.0.0.1 (N PS + 2 workers) trains
 ``tfps_trainer.examples.wide_deep`` with ``variablePartitioner`` ``maxShards: N`` (each table and its
@@ -86,39 +87,58 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab", type=int, default=2_000_000)
     parser.add_argument("--ps", default="1,2,4")
+    parser.add_argument(
+        "--sweep",
+        help="VOCAB:PS,... instead of --vocab/--ps: the vocabulary sweep, e.g. 100000:2,2000000:2,20000000:4",
+    )
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", default=str(tb.ROOT / "benchmarks" / "results" / "ps_sharding.json"))
+    parser.add_argument("--out", default=None, help="default: results/ps_sharding.json (results/vocab_sweep.json)")
     a = parser.parse_args()
     if a.quick:
         a.vocab, a.steps, a.repeats = 100_000, 200, 1
-    params = a.vocab * 17 + (24 * 32 + 32 + 32 + 1)  # the two tables (16 + 1 wide) and the MLP
+    if a.sweep:
+        configs = [(int(v), int(p)) for v, p in (c.split(":") for c in a.sweep.split(","))]
+    else:
+        configs = [(a.vocab, int(n)) for n in a.ps.split(",")]
+    out = a.out or str(tb.ROOT / "benchmarks" / "results" / ("vocab_sweep.json" if a.sweep else "ps_sharding.json"))
     results: dict = {
         "host": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "model": {"module": "tfps_trainer.examples.wide_deep", "vocab_size": a.vocab, "params": params},
+        "model": {"module": "tfps_trainer.examples.wide_deep", "row_floats": 17},
         "workers": 2,
         "batch_size": tb.BATCH,
         "steps_timed": a.steps,
         "load_average_start": os.getloadavg(),
-        "by_ps": [],
+        "runs": [],
     }
     with tempfile.TemporaryDirectory(prefix="tfps-ps-bench-") as tmp:
-        for n in [int(x) for x in a.ps.split(",")]:
-            results["by_ps"].append(measure(n, a.vocab, a.steps, a.repeats, Path(tmp)))
+        for vocab, n in configs:
+            r = measure(n, vocab, a.steps, a.repeats, Path(tmp) / f"v{vocab}")
+            r["vocab_size"], r["params"] = vocab, _params(vocab)
+            results["runs"].append(r)
     results["load_average"] = os.getloadavg()
-    print(f"\nwide-deep, vocab {a.vocab:,} ({params * 4 / 1e6:.0f} MB of float32 parameters + as much Adagrad state)")
-    print(f"{'PS':>3}{'steps/s':>10}{'steps/CPU-s':>13}{'max PS RSS MB':>15}{'idle PS RSS MB':>16}{'ckpt save s':>13}")
-    for r in results["by_ps"]:
+    base = results["runs"][0]["steps_per_second"]
+    print("\nwide-deep, 2 workers, batch 64 (tables: 17 floats a row, + as much Adagrad state)")
+    print(
+        f"{'vocab':>11}{'params MB':>10}{'PS':>4}{'steps/s':>9}{'x first':>8}{'steps/CPU-s':>12}"
+        f"{'max PS RSS MB':>14}{'idle PS RSS MB':>15}{'ckpt save s':>12}"
+    )
+    for r in results["runs"]:
         print(
-            f"{r['ps']:>3}{r['steps_per_second']:>10.1f}{r['steps_per_cpu_second']:>13.1f}"
-            f"{r['max_ps_rss_bytes'] / 2**20:>15.0f}{max(r['idle_ps_rss_bytes']) / 2**20:>16.0f}"
-            f"{r['checkpoint_save_seconds']:>13.3f}"
+            f"{r['vocab_size']:>11,}{r['params'] * 4 / 1e6:>10.0f}{r['ps']:>4}{r['steps_per_second']:>9.1f}"
+            f"{r['steps_per_second'] / base:>8.2f}{r['steps_per_cpu_second']:>12.1f}"
+            f"{r['max_ps_rss_bytes'] / 2**20:>14.0f}{max(r['idle_ps_rss_bytes']) / 2**20:>15.0f}"
+            f"{r['checkpoint_save_seconds']:>12.3f}"
         )
     print(f"load average {results['load_average_start'][0]:.1f} at start, {results['load_average'][0]:.1f} at end")
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nwrote {a.out}")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwrote {out}")
+
+
+def _params(vocab: int) -> int:
+    return vocab * 17 + (24 * 32 + 32 + 32 + 1)  # the two tables (16 + 1 wide) and the MLP
 
 
 if __name__ == "__main__":

@@ -91,7 +91,7 @@ stop_group() {
 
 # stop_all : stop every component we started: clients first, then the apiserver, then etcd
 stop_all() {
-  stop_group kueue gang-scheduler podgroup-controller kwok kube-scheduler kube-controller-manager
+  stop_group kserve kueue gang-scheduler podgroup-controller kwok kube-scheduler kube-controller-manager
   stop_group kube-apiserver
   stop_group etcd
 }

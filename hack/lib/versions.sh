@@ -13,5 +13,6 @@ SCHED_PLUGINS_VERSION="${TFPS_SCHED_PLUGINS_VERSION:-v0.34.7}"  # sigs.k8s.io/sc
 SCHED_PLUGINS_K8S_VERSION="${TFPS_SCHED_PLUGINS_K8S_VERSION:-v1.34.7}"
 SCHED_PLUGINS_REPLACES="k8s.io/csi-translation-lib=k8s.io/csi-translation-lib@v0.34.5"
 KUEUE_VERSION="${TFPS_KUEUE_VERSION:-v0.17.0}"  # sigs.k8s.io/kueue (quota, queues, admission; hack/lib/kueue.sh)
+KSERVE_VERSION="${TFPS_KSERVE_VERSION:-v0.15.2}"  # github.com/kserve/kserve (InferenceService CRDs; hack/kserve)
 TFPS_CACHE="${TFPS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfps}"
 FAKE_GCS_VERSION="${TFPS_FAKE_GCS_VERSION:-v1.56.1}"  # github.com/fsouza/fake-gcs-server (hack/gcs-emulator)

@@ -15,9 +15,12 @@
 A pass sends no reads: the job is the watch's newest body, its children come from the informers, and
 our own writes count until the watch echoes them. The API server sees only writes, and one GET of the
 job after a refused (stale) status write when the watch has not delivered a newer body by the next
-pass. No worker starts before every informer has listed its children, so a restarted operator decides
-nothing on a partial view. Nothing blocks a job's deletion: no finalizer; a job that is gone is
-dropped from the queue and forgotten.
+pass. Two exceptions are not children: the cluster-scoped objects a queued job names (Kueue's flavors,
+its PriorityClass; cached, :mod:`.kube.lookups`), and, for a Succeeded job with ``spec.serving``, the
+KServe InferenceService it hands its export to (one GET per pass, after a cached discovery of the API).
+No worker starts before every informer has listed its children, so a restarted operator decides nothing
+on a partial view. Nothing blocks a job's deletion: no finalizer; a job that is gone is dropped from the
+queue and forgotten.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -38,8 +41,9 @@ from .api import parse
 from .api.models import PSTrainingJob, PSTrainingJobStatus
 from .kube.client import ApiError, Kube, NotLeader
 from .kube.executor import ExecutionResult, dry_run, execute
-from .kube.lookups import Lookup
+from .kube.lookups import Lookup, ServingLookup
 from .kube.watched import RecentWrites, Views
+from .manifests import inference_service as isvc_m
 from .manifests import names
 from .manifests import workload as wlm
 from .monitor import ProgressMonitor
@@ -56,10 +60,10 @@ Key = tuple[Literal["job", "progress"], str, str]
 
 
 def parse_status(raw: dict[str, Any] | None) -> PSTrainingJobStatus:
-    """The stored status, keeping only fields the model knows; a mangled one starts afresh."""
-    known = {f.alias or n for n, f in PSTrainingJobStatus.model_fields.items()}
+    """The stored status, keeping only fields the model knows (at any depth: a newer operator's, after a
+    rollback); a mangled one starts afresh."""
     try:
-        return PSTrainingJobStatus.model_validate({k: v for k, v in (raw or {}).items() if k in known})
+        return parse.known_fields_only(PSTrainingJobStatus, raw or {})
     except ValidationError:
         log.warning("status is not readable; rebuilding it from the observed children")
         return PSTrainingJobStatus()
@@ -72,7 +76,8 @@ def parse_job(body: dict[str, Any]) -> PSTrainingJob:
     # start, starving the newest jobs). An object stored under an older CRD that breaks a newer rule
     # still ends cleanly: a builder refuses it, or the API server refuses its children in the dry-run
     # before the first create (InvalidSpec either way, with the builder's or the server's message).
-    return parse.parse_job({k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body})
+    # Fields a newer CRD added (and defaulted into every stored job) are left out: docs/install.md, "Upgrading".
+    return parse.parse_stored_job({k: body[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in body})
 
 
 def now() -> datetime:
@@ -156,6 +161,7 @@ class Controller:
         self.monitor: ProgressMonitor | None = None
         self.flavors = Lookup(kube, "ResourceFlavor", flavor)
         self.priorities = Lookup(kube, "PriorityClass", lambda pc: int(pc.get("value") or 0))
+        self.serving = ServingLookup(kube)
         self.jobs: dict[str, _JobState] = {}
         self.bodies = Bodies()
         self.queue: WorkQueue[Key] = WorkQueue(
@@ -391,12 +397,16 @@ class Controller:
         current = parse_status(body.get("status"))
         state.recent.expire()
         kueue = await self._kueue_lookups(namespace, name, body, views)
+        job = self._job(body)
+        observed = self._observe(namespace, name, state, body, current, views, kueue)
+        if isinstance(job, PSTrainingJob) and job.spec.serving is not None and current.phase == "Succeeded":
+            observed = replace(observed, serving=await self.serving.get(namespace, isvc_m.serving_name(job)))
         inp = PassInput(
-            job=self._job(body),
+            job=job,
             generation=body["metadata"].get("generation"),
             resource_version=_rv(body),
             status=current,
-            observed=self._observe(namespace, name, state, body, current, views, kueue),
+            observed=observed,
             now=now(),
             clock=time.monotonic(),
             memory=state.memory,

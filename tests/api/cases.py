@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tfps_operator.api import models as m
+
 API_VERSION = "tfps.dev/v1alpha1"
 
 
@@ -82,6 +84,8 @@ def case(id: str, path: str, *mutations: Callable[[dict], None], why: str = "") 
 
 
 W = "spec.replicas.worker"
+ROLE_FIELDS = [m.replica_field(r) for r in m.ROLES]
+"""The fields of spec.replicas, one per replica type."""
 WT = f"{W}.template.spec"
 
 INVALID: list[Case] = [
@@ -155,6 +159,16 @@ INVALID: list[Case] = [
         "spec.training.variablePartitioner.maxShards",
         _set("spec.training.variablePartitioner", {"maxShards": 0}),
     ),
+    case(
+        "fixed-shards-zero",
+        "spec.training.variablePartitioner.fixedShards",
+        _set("spec.training.variablePartitioner", {"fixedShards": 0}),
+    ),
+    case(
+        "max-shard-bytes-zero",
+        "spec.training.variablePartitioner.maxShardBytes",
+        _set("spec.training.variablePartitioner", {"maxShardBytes": 0}),
+    ),
     case("workers-too-many", f"{W}.replicas", _set(f"{W}.replicas", 1001)),
     case("opset-too-old", "spec.export.onnx.opset", _set("spec.export.onnx", {"opset": 8})),
     case("verify-samples-zero", "spec.export.verify.samples", _set("spec.export.verify", {"samples": 0})),
@@ -225,9 +239,84 @@ INVALID: list[Case] = [
         _set("spec.runPolicy.successPolicy", "AllWorkers"),
         why="parameter servers and PS workers never exit",
     ),
+    case(
+        "partitioner-fixed-and-min-size",
+        "spec.training.variablePartitioner.fixedShards",
+        _set("spec.training.variablePartitioner", {"fixedShards": 3, "minShardBytes": 1024}),
+        why="each field picks another TensorFlow partitioner",
+    ),
+    case(
+        "partitioner-fixed-and-max-size",
+        "spec.training.variablePartitioner.fixedShards",
+        _set("spec.training.variablePartitioner", {"fixedShards": 3, "maxShardBytes": 1 << 20}),
+    ),
+    case(
+        "partitioner-min-and-max-size",
+        "spec.training.variablePartitioner.maxShardBytes",
+        _set("spec.training.variablePartitioner", {"minShardBytes": 1024, "maxShardBytes": 1 << 20}),
+    ),
+    case(
+        "partitioner-fixed-with-max-shards",
+        "spec.training.variablePartitioner.maxShards",
+        _set("spec.training.variablePartitioner", {"fixedShards": 3, "maxShards": 2}),
+        why="fixedShards is the shard count itself",
+    ),
     case("no-workers", f"{W}.replicas", _set(f"{W}.replicas", 0)),
     case("two-evaluators", "spec.replicas.evaluator.replicas", _set("spec.replicas.evaluator", {"replicas": 2})),
     case("no-checkpoint-trigger", "spec.training.checkpoint", _set("spec.training.checkpoint", {"keep": 2})),
+    # the tf.data service: a dispatcher and data workers, both or neither
+    case("two-dispatchers", "spec.replicas.dispatcher.replicas", _set("spec.replicas.dispatcher", {"replicas": 2})),
+    case(
+        "data-workers-without-dispatcher",
+        "spec.replicas.dispatcher.replicas",
+        _set("spec.replicas.dataWorker", {"replicas": 2}),
+    ),
+    case(
+        "dispatcher-without-data-workers",
+        "spec.replicas.dataWorker.replicas",
+        _set("spec.replicas.dispatcher", {"replicas": 1}),
+    ),
+    case(
+        "too-many-data-workers",
+        "spec.replicas.dataWorker.replicas",
+        _set("spec.replicas.dispatcher", {"replicas": 1}),
+        _set("spec.replicas.dataWorker", {"replicas": 101}),
+        why="<job>-dataworker-<index> must fit 63 characters",
+    ),
+    case(
+        "data-service-without-servers",
+        "spec.training.dataService",
+        _set("spec.training.dataService", {"processingMode": "Dynamic"}),
+    ),
+    case(
+        "data-service-mode-unknown",
+        "spec.training.dataService.processingMode",
+        _set("spec.replicas.dispatcher", {"replicas": 1}),
+        _set("spec.replicas.dataWorker", {"replicas": 1}),
+        _set("spec.training.dataService", {"processingMode": "Static"}),
+    ),
+    *[
+        case(
+            f"data-service-command-{r}",
+            f"spec.replicas.{r}.template.spec.command",
+            _set("spec.model", {"command": ["python", "train.py"]}),
+            _set("spec.training", {"steps": 300}),
+            _set("spec.storage", {"claimName": "data"}),
+            _set("spec.replicas.dispatcher", {"replicas": 1}),
+            _set("spec.replicas.dataWorker", {"replicas": 1}),
+            _set(f"spec.replicas.{r}.template.spec.command", ["python", "x.py"]),
+            why="the service runs the trainer image's own servers, also in script mode",
+        )
+        for r in ("dispatcher", "dataWorker")
+    ],
+    case(
+        "min-available-without-the-data-service",
+        "spec.runPolicy.schedulingPolicy.minAvailable",
+        _set("spec.replicas.dispatcher", {"replicas": 1}),
+        _set("spec.replicas.dataWorker", {"replicas": 2}),
+        _set("spec.runPolicy.schedulingPolicy", {"minAvailable": 2}),
+        why="chief + ps without the dispatcher and a data worker cannot train",
+    ),
     case(
         "evaluator-without-checkpoints",
         "spec.training.checkpoint",
@@ -316,6 +405,16 @@ INVALID: list[Case] = [
         "spec.replicas.evaluator.template.spec.volumeMounts",
         _set("spec.replicas.evaluator.template.spec.volumeMounts", [{"name": "x", "mountPath": "/tmp"}]),
     ),
+    *[
+        case(
+            f"mount-over-tmp-{r}",
+            f"spec.replicas.{r}.template.spec.volumeMounts",
+            _set("spec.replicas.dispatcher", {"replicas": 1}),
+            _set("spec.replicas.dataWorker", {"replicas": 1}),
+            _set(f"spec.replicas.{r}.template.spec.volumeMounts", [{"name": "x", "mountPath": "/tmp"}]),
+        )
+        for r in ("dispatcher", "dataWorker")
+    ],
     case("port-is-progress-port", "spec.training.port", _set("spec.training.port", 8470)),
     case(
         "storage-size-zero",
@@ -531,6 +630,143 @@ INVALID: list[Case] = [
         "spec.export.verify.tolerances.pdf",
         _set("spec.export.verify", {"tolerances": {"pdf": {"maxAbs": 1.0}}}),
     ),
+    # paths and names the operator's pods rely on (api/reserved.py)
+    case(
+        "storage-mount-root",
+        "spec.storage.mountPath",
+        _set("spec.storage", {"claimName": "data", "mountPath": "/"}),
+        why="every pod would mount the job's volume over its root filesystem",
+    ),
+    case(
+        "storage-mount-system-dir",
+        "spec.storage.mountPath",
+        _set("spec.storage", {"claimName": "data", "mountPath": "/usr/local/tfps"}),
+    ),
+    case(
+        "storage-mount-above-system-dir",
+        "spec.storage.mountPath",
+        _set("spec.storage", {"claimName": "data", "mountPath": "/var"}),
+        why="/var/run is under it",
+    ),
+    case(
+        "storage-mount-over-trainer-python",
+        "spec.storage.mountPath",
+        _set("spec.storage", {"claimName": "data", "mountPath": "/opt"}),
+        why="the trainer image's Python environment is /opt/tfps",
+    ),
+    case(
+        "storage-mount-under-tmp",
+        "spec.storage.mountPath",
+        _set("spec.storage", {"claimName": "data", "mountPath": "/tmp/data"}),
+    ),
+    case(
+        "storage-mount-not-clean",
+        "spec.storage.mountPath",
+        _set("spec.storage", {"claimName": "data", "mountPath": "/data/../etc"}),
+    ),
+    case("storage-claim-not-a-name", "spec.storage.claimName", _set("spec.storage", {"claimName": "Data_PVC"})),
+    case(
+        "credentials-secret-not-a-name",
+        "spec.storage.credentialsSecret.name",
+        _set("spec.storage", {"uri": "gs://bucket/x", "credentialsSecret": {"name": "GCS Key"}}),
+    ),
+    case(
+        "mount-over-termination-log",
+        f"{WT}.volumeMounts",
+        _set(f"{WT}.volumeMounts", [{"name": "x", "mountPath": "/dev/termination-log"}]),
+        why="the operator reads each container's verdict there",
+    ),
+    case("mount-relative", f"{WT}.volumeMounts", _set(f"{WT}.volumeMounts", [{"name": "x", "mountPath": "data"}])),
+    case(
+        "volume-named-like-the-operators",
+        f"{WT}.volumes",
+        _set(f"{WT}.volumes", [{"name": "storage", "emptyDir": {}}]),
+    ),
+    case("env-home", f"{WT}.env", _set(f"{WT}.env", [{"name": "HOME", "value": "/data"}])),
+    case(
+        "template-label-pod-group",
+        f"{W}.template.metadata.labels",
+        _set(f"{W}.template.metadata", {"labels": {"scheduling.x-k8s.io/pod-group": "other"}}),
+    ),
+    case(
+        "template-annotation-reserved",
+        f"{W}.template.metadata.annotations",
+        _set(f"{W}.template.metadata", {"annotations": {"tfps.dev/restart": "0"}}),
+    ),
+    # serving: only a verified export, in the runtime's format, on storage that outlives the job
+    case(
+        "serving-from-the-jobs-own-claim",
+        "spec.serving",
+        _set("spec.serving", {"runtime": "tensorflow"}),
+        why="the default volumeClaimTemplate's claim is deleted with the job",
+    ),
+    case(
+        "serving-without-export",
+        "spec.serving",
+        _set("spec.storage", {"claimName": "models"}),
+        _set("spec.export", {"enabled": False}),
+        _set("spec.serving", {}),
+    ),
+    case(
+        "serving-tensorflow-savedmodel-not-required",
+        "spec.serving.runtime",
+        _set("spec.storage", {"claimName": "models"}),
+        _set("spec.export", {"formats": ["savedmodel", "onnx"], "required": ["onnx"]}),
+        _set("spec.serving", {"runtime": "tensorflow"}),
+    ),
+    case(
+        "serving-onnx-not-required-by-default",
+        "spec.serving.runtime",
+        _set("spec.storage", {"claimName": "models"}),
+        _set("spec.export", {"formats": ["savedmodel", "onnx"]}),
+        _set("spec.serving", {"runtime": "onnx"}),
+        why="unset, required is savedmodel alone",
+    ),
+    case(
+        "serving-runtime-unknown",
+        "spec.serving.runtime",
+        _set("spec.storage", {"claimName": "models"}),
+        _set("spec.serving", {"runtime": "tflite"}),
+    ),
+    case(
+        "serving-name-not-dns-1035",
+        "spec.serving.name",
+        _set("spec.storage", {"claimName": "models"}),
+        _set("spec.serving", {"name": "1ranker"}),
+    ),
+    case(
+        "serving-max-below-min",
+        "spec.serving.maxReplicas",
+        _set("spec.storage", {"claimName": "models"}),
+        _set("spec.serving", {"minReplicas": 3, "maxReplicas": 2}),
+    ),
+    *[
+        c
+        for r in ROLE_FIELDS
+        for c in (
+            case(
+                f"mount-under-storage-{r}",
+                f"spec.replicas.{r}.template.spec.volumeMounts",
+                _set(f"spec.replicas.{r}.template.spec.volumeMounts", [{"name": "x", "mountPath": "/tfps/datasets"}]),
+            ),
+            case(
+                f"env-credentials-with-secret-{r}",
+                f"spec.replicas.{r}.template.spec.env",
+                _set("spec.storage", {"uri": "gs://bucket/x", "credentialsSecret": {"name": "gcs-key"}}),
+                _set(
+                    f"spec.replicas.{r}.template.spec.env", [{"name": "GOOGLE_APPLICATION_CREDENTIALS", "value": "/k"}]
+                ),
+            ),
+            case(
+                f"init-container-trainer-port-{r}",
+                f"spec.replicas.{r}.template.spec.initContainers",
+                _set(
+                    f"spec.replicas.{r}.template.spec.initContainers",
+                    [{"name": "proxy", "image": "envoy", "ports": [{"containerPort": 2222}]}],
+                ),
+            ),
+        )
+    ],
 ]
 
 assert len({c.id for c in INVALID}) == len(INVALID), "case ids must be unique"

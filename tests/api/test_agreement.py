@@ -27,6 +27,10 @@ CHOICES: dict[str, tuple[list[Any], list[Any]]] = {
         [{"everySteps": 10}, {"everySeconds": 30, "keep": 1}],
         [{"keep": 2}, {"everySteps": 0}, {}],
     ),
+    "spec.training.variablePartitioner": (
+        [{}, {"maxShards": 2}, {"minShardBytes": 1024, "maxShards": 3}, {"fixedShards": 3}, {"maxShardBytes": 65536}],
+        [{"fixedShards": 2, "maxShards": 2}, {"minShardBytes": 1024, "maxShardBytes": 4096}, {"fixedShards": 0}],
+    ),
     "spec.strategy": (["ParameterServer"], ["MultiWorkerMirrored", "Horovod"]),
     "spec.replicas.chief.replicas": ([1], [0, 2]),
     "spec.replicas.ps.replicas": ([1, 3], [0]),

@@ -140,6 +140,47 @@ def test_kubectl_apply_rejects_unknown_fields(kubectl: Any, api_namespace: str, 
     assert 'unknown field "spec.training.stepz"' in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("spec", "field", "reason"),
+    [
+        (
+            {"storage": {"claimName": "data", "mountPath": "/"}},
+            "spec.storage.mountPath",
+            "must not be /: the job's volume would hide the container's whole filesystem",
+        ),
+        (
+            {"storage": {"claimName": "data", "mountPath": "/usr/local/tfps"}},
+            "spec.storage.mountPath",
+            "must not be at, under or above /usr (a system directory of the container): the job's volume would hide it",
+        ),
+        (
+            {"replicas": {"worker": {"template": {"spec": {"volumeMounts": [{"name": "x", "mountPath": "/tmp/x"}]}}}}},
+            "spec.replicas.worker.template.spec.volumeMounts",
+            "/tmp/x: must not be at or under /tmp (the trainer's scratch space and HOME)",
+        ),
+        (
+            {"replicas": {"ps": {"template": {"spec": {"volumes": [{"name": "tmp", "emptyDir": {}}]}}}}},
+            "spec.replicas.ps.template.spec.volumes",
+            "tmp: the operator names its own volumes so (storage, tmp, code, storage-credentials): pick another name",
+        ),
+    ],
+    ids=["storage-root", "storage-system-dir", "template-mount-tmp", "template-volume-tmp"],
+)
+def test_kubectl_apply_refuses_what_the_operators_pods_rely_on_naming_the_field(
+    kubectl: Any, api_namespace: str, psjob_crd: Any, spec: dict[str, Any], field: str, reason: str
+) -> None:
+    """As a new user meets it: ``kubectl apply`` of a job that takes a path or name the operator's pods rely
+    on is refused by the API server, with the field and the reason, and nothing is stored."""
+    doc = base_job("reserved")
+    doc["metadata"]["namespace"] = api_namespace
+    for key, value in spec.items():
+        doc["spec"][key] = {**doc["spec"].get(key, {}), **value}
+    proc = kubectl("apply", "-f", "-", input=yaml.safe_dump(doc), check=False)
+    assert proc.returncode != 0, proc.stdout
+    assert f"{field}: Invalid value: " in proc.stderr and reason in proc.stderr, proc.stderr
+    assert kubectl("get", "psjob", "reserved", "-n", api_namespace, check=False).returncode != 0
+
+
 def _started(objs: Any, ns: str, name: str) -> None:
     objs.patch_namespaced_custom_object_status(
         G, V, ns, P, name, {"status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}}
@@ -177,11 +218,13 @@ def test_worker_and_ps_counts_resize_a_started_job_and_chief_and_evaluator_count
                 G, V, api_namespace, P, name, patch, **({"dry_run": dry} if dry else {})
             )
         )
-        assert "spec.replicas" in msg and "chief and evaluator counts are immutable" in msg, msg
+        assert "spec.replicas" in msg and "chief, evaluator, dispatcher and dataWorker counts are immutable" in msg, msg
     new = copy.deepcopy(_get(objs, api_namespace, name))
     new["spec"]["replicas"]["evaluator"] = {"replicas": 1}
     new["spec"]["training"]["checkpoint"] = {"everySteps": 10}
-    with pytest.raises(JobValidationError, match="spec.replicas: chief and evaluator counts are immutable"):
+    with pytest.raises(
+        JobValidationError, match="spec.replicas: chief, evaluator, dispatcher and dataWorker counts are immutable"
+    ):
         validate_job(new, old=_get(objs, api_namespace, name))
     # other fields, and the rest of a replica spec, stay mutable
     objs.patch_namespaced_custom_object(

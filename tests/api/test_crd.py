@@ -60,7 +60,10 @@ def test_names_printer_columns_and_the_status_and_scale_subresources() -> None:
         "Workers": ".status.workers",
         "Reason": ".status.reason",
         "Age": ".metadata.creationTimestamp",
+        "Data": ".status.dataWorkers",
     }
+    wide = [c["name"] for c in version["additionalPrinterColumns"] if c.get("priority", 0) > 0]
+    assert wide == ["Data"]  # kubectl get -o wide: the tf.data service's data workers
 
 
 def test_schema_is_structural() -> None:

@@ -183,7 +183,7 @@ def _started(obj: dict) -> dict:
     return old
 
 
-def test_chief_and_evaluator_counts_are_immutable_once_started_and_worker_and_ps_counts_resize() -> None:
+def test_chief_evaluator_and_data_service_counts_are_immutable_once_started_and_worker_and_ps_counts_resize() -> None:
     old = base_job()
     new = copy.deepcopy(old)
     new["spec"]["replicas"]["worker"]["replicas"] = 3
@@ -194,8 +194,15 @@ def test_chief_and_evaluator_counts_are_immutable_once_started_and_worker_and_ps
     evaluated["spec"]["replicas"]["evaluator"] = {"replicas": 1}
     evaluated["spec"]["training"]["checkpoint"] = {"everySteps": 10}
     validate_job(evaluated, old=old)
-    with pytest.raises(JobValidationError, match=r"^spec.replicas: chief and evaluator counts are immutable"):
+    with pytest.raises(JobValidationError, match=r"^spec.replicas: chief, evaluator, dispatcher and dataWorker counts"):
         validate_job(evaluated, old=_started(old))
+    served = copy.deepcopy(old)
+    served["spec"]["replicas"].update(dispatcher={"replicas": 1}, dataWorker={"replicas": 2})
+    validate_job(served, old=old)
+    more = copy.deepcopy(served)
+    more["spec"]["replicas"]["dataWorker"]["replicas"] = 3
+    with pytest.raises(JobValidationError, match=r"^spec.replicas: chief, evaluator, dispatcher and dataWorker counts"):
+        validate_job(more, old=_started(served))
     other = copy.deepcopy(old)
     other["spec"]["training"]["steps"] = 600  # other fields stay mutable
     validate_job(other, old=_started(old))
@@ -223,7 +230,7 @@ def test_a_worker_only_job_needs_no_chief_or_ps() -> None:
     obj = base_job()
     obj["spec"].update(strategy="MultiWorkerMirrored", model={"command": ["python", "train.py"]})
     job = validate_job(obj)
-    assert replica_counts(job) == {"chief": 0, "ps": 0, "worker": 2, "evaluator": 0}
+    assert replica_counts(job) == {"chief": 0, "ps": 0, "worker": 2, "evaluator": 0, "dispatcher": 0, "dataworker": 0}
     obj["spec"]["replicas"]["chief"] = {"replicas": 1}
     obj["spec"]["runPolicy"] = {"successPolicy": "AllWorkers"}
     assert replica_counts(validate_job(obj))["chief"] == 1

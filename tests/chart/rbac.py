@@ -35,6 +35,7 @@ EXPECTED_NAMESPACED: set[Triple] = (
     | _triples("networking.k8s.io", "networkpolicies", "get", "list", "watch", "create")
     | _triples("batch", "jobs", "get", "list", "watch", "create", "delete")
     | _triples("", "events", "create")
+    | _triples("serving.kserve.io", "inferenceservices", "get", "create", "patch")
 )
 EXPECTED_GANG: set[Triple] = _triples("scheduling.x-k8s.io", "podgroups", "get", "list", "watch", "create")
 """Added to the namespaced permissions by gangScheduling.enabled (a PodGroup per job)."""

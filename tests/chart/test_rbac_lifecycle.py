@@ -257,3 +257,74 @@ def test_kueue_rules_suffice_for_a_queued_job(helm, cluster, k8s, make_namespace
                 call()
             except Exception:
                 pass
+
+
+def test_serving_rules_suffice_to_create_and_roll_forward_an_inference_service(
+    helm, cluster, k8s, make_namespace, wait_until, tmp_path: Path
+):
+    """The chart's get/create/patch on inferenceservices let the operator read, create and roll forward a
+    served job's InferenceService (KServe's own CRDs, tests/support/kserve.py), and nothing is denied."""
+    from support import kserve
+    from support.crd import install_crd
+
+    install_crd(str(cluster.kubeconfig))
+    release_ns, watched = make_namespace(), make_namespace()
+    kube = Cluster(k8s, watched, wait_until)
+    kube.bound_claim("data")
+
+    def served(job: str, step: int) -> None:
+        kube.create_job(
+            job_body(
+                job,
+                export=True,
+                chief_template=KWOK_HANDS_OFF,
+                export_spec={"formats": ["savedmodel", "onnx"], "required": ["savedmodel", "onnx"]},
+                serving={"runtime": "onnx", "name": "ranker"},
+            )
+        )
+        wait_until(lambda: f"{job}-chief-0" in kube.trainer_pods(job), timeout=30, what=f"chief of {job}")
+        kube.finish_pod(f"{job}-chief-0", "Succeeded", 0)
+        kube.wait_phase(job, "Exporting", timeout=60)
+        pod = wait_until(lambda: next(iter(kube.pods(f"job-name={job}-export")), None), timeout=30, what="export pod")
+        result = ExportSucceeded(
+            step=step,
+            path=f"exports/{step}",
+            manifest=f"exports/{step}/manifest.json",
+            artifacts=[
+                ArtifactResult(format="savedmodel", path=f"exports/{step}/savedmodel", bytes=5, sha256="ab" * 32),
+                ArtifactResult(format="onnx", path=f"exports/{step}/model.onnx", bytes=5, sha256="cd" * 32),
+            ],
+        )
+        kube.finish_pod(pod, "Succeeded", 0, encode(result))
+        wait_until(
+            lambda: (kube.condition(job, "Serving") or {}).get("reason") == "InferenceServiceApplied",
+            timeout=60,
+            what=f"{job} served (Serving: {kube.condition(job, 'Serving')})",
+        )
+
+    try:
+        with (
+            kserve.installed(k8s),
+            helm_install(helm, cluster, release_ns, sets=[f"watchNamespaces={{{watched}}}"]) as inst,
+            OperatorProcess(
+                str(inst.kubeconfig),
+                [watched],
+                tmp_path / "operator.log",
+                extra_env={"TFPS_OPERATOR_NAMESPACE": release_ns},
+            ).start() as op,
+        ):
+            served("j", 10)  # get (absent), create
+            served("k", 20)  # get, patch
+            isvc = kube.custom.get_namespaced_custom_object(
+                kserve.GROUP, kserve.VERSION, watched, kserve.PLURAL, "ranker"
+            )
+            assert (
+                isvc["spec"]["predictor"]["model"]["storageUri"] == f"pvc://data/{watched}/k/exports/20/kserve/triton"
+            )
+            denied = [line for line in op.log().splitlines() if any(s in line for s in PERMISSION_ERRORS)]
+            assert not denied, "the operator hit missing permissions:\n" + "\n".join(denied[:20])
+    finally:
+        try:
+            kube.core.delete_persistent_volume(f"{watched}-data")
+        except Exception:
+            pass

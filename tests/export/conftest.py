@@ -38,8 +38,9 @@ def settings(root: Path, module: str, args: dict[str, Any] | None = None, **expo
     )
 
 
-def run_export(job: JobSettings, *cli: str, timeout: float = 600) -> Run:
-    """``python -m tfps_trainer.export`` as the export Job runs it; the result is read from the termination log."""
+def run_export(job: JobSettings, *cli: str, timeout: float = 600, env: dict[str, str] | None = None) -> Run:
+    """``python -m tfps_trainer.export`` as the export Job runs it; the result is read from the termination log.
+    ``env``: more of the export container's environment (``TFPS_LINEAGE``)."""
     log = Path(job.paths.root).parent / f"termination-{Path(job.paths.root).name}.log"
     log.unlink(missing_ok=True)
     env = dict(
@@ -47,6 +48,7 @@ def run_export(job: JobSettings, *cli: str, timeout: float = 600) -> Run:
         TFPS_JOB=job.to_env(),
         TFPS_TERMINATION_LOG=str(log),
         PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        **(env or {}),
     )
     proc = subprocess.run(
         [sys.executable, "-m", "tfps_trainer.export", *cli], env=env, capture_output=True, text=True, timeout=timeout

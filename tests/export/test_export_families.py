@@ -66,6 +66,19 @@ def _reference(root: Path, step: int, module: str, args: dict, inputs: dict[str,
     return {k: np.asarray(v) for k, v in y.items()} if isinstance(y, dict) else {"_": np.asarray(y)}
 
 
+def _stored_values(savedmodel: Path) -> int:
+    """How many numbers the SavedModel's variables hold."""
+    reader = tf.train.load_checkpoint(str(savedmodel / "variables" / "variables"))
+    shapes = reader.get_variable_to_shape_map()
+    return sum(int(np.prod(shape)) for name, shape in shapes.items() if name != "_CHECKPOINTABLE_OBJECT_GRAPH")
+
+
+def _param_count(module: str, args: dict) -> int:
+    from tfps_trainer.contract import load
+
+    return load(f"tfps_export_testmodels.{module}").build_model(args).count_params()
+
+
 def _onnx(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     import onnxruntime as ort
 
@@ -98,6 +111,7 @@ def test_mobilenet_v2_with_batchnorm_and_depthwise_convs_exports_every_format(tm
         tflite_quantized_tolerance=Tolerance(min_argmax_agreement=0.9),
     )
     assert _labels(manifest) == ["savedmodel", "keras", "weights", "tflite", "tflite (dynamic)", "onnx"]
+    assert _stored_values(export_dir / "savedmodel") == _param_count("mobilenet", {})  # each weight once
     assert run.result.failed == []
     (out,) = manifest["signature"]["outputs"]
     assert out["kind"] == "classification"
@@ -143,6 +157,8 @@ def test_string_lookup_inside_the_model_reaches_onnx_as_a_category_mapper(tmp_pa
     args = {"kind": "string"}
     root, step, run, export_dir, manifest = _export(tmp_path, "lookup", args, "dynamic")
     assert _labels(manifest) == ["savedmodel", "keras", "weights", "tflite", "tflite (dynamic)", "onnx"]
+    # each weight stored once, and the lookup table restored with it
+    assert _stored_values(export_dir / "savedmodel") == _param_count("lookup", args)
     import onnx
 
     ops = {(n.domain, n.op_type) for n in onnx.load(str(export_dir / "model.onnx")).graph.node}
@@ -150,6 +166,8 @@ def test_string_lookup_inside_the_model_reaches_onnx_as_a_category_mapper(tmp_pa
     words = np.array([["red"], ["blue"], ["not-in-vocabulary"], ["yellow"]], dtype=object)
     (ref,) = _reference(root, step, "lookup", args, {"token": words.astype(str)}).values()
     np.testing.assert_allclose(_onnx(export_dir / "model.onnx", {"token": words})["score"], ref, atol=1e-5)
+    served = tf.saved_model.load(str(export_dir / "savedmodel")).signatures["serving_default"]
+    np.testing.assert_allclose(served(token=tf.constant(words.astype(str)))["score"].numpy(), ref, atol=1e-6)
 
 
 def test_integer_lookup_gets_a_clear_message_and_the_other_formats_are_published(tmp_path):
@@ -161,6 +179,7 @@ def test_integer_lookup_gets_a_clear_message_and_the_other_formats_are_published
         assert "move the StringLookup/IntegerLookup/Hashing step into the dataset" in f.message
     assert [f["format"] for f in manifest["failed"]] == ["tflite", "tflite", "onnx"]
     assert sorted(p.name for p in export_dir.iterdir()) == [
+        "kserve",  # the complete export's SavedModel as KServe's TensorFlow runtime reads it
         "manifest.json",
         "model.keras",
         "model.weights.h5",

@@ -18,6 +18,8 @@ tf = pytest.importorskip("tensorflow")
 import numpy as np  # noqa: E402  (with the trainer extra, like TensorFlow)
 from checkpoints import train_and_checkpoint  # noqa: E402  (imports TensorFlow)
 
+from support.serving import servable_version  # noqa: E402
+
 LINEAR = "tfps_trainer.examples.linear"
 LINEAR_ARGS = {"features": 256, "hidden": 512, "optimizer": "adam", "learning_rate": 0.01}
 CUSTOM = "tfps_export_testmodels.custom_mlp"
@@ -101,6 +103,8 @@ def test_linear_example_exports_every_format_verified(linear_job):
     assert manifest["complete"] is True and manifest["failed"] == [] and manifest["required"] == ["savedmodel"]
     for key in ("tensorflow", "keras", "tf2onnx", "onnxruntime", "ai-edge-litert"):
         assert manifest["versions"][key]
+    # run by hand, without TFPS_LINEAGE: the manifest says nobody told the exporter what produced the model
+    assert manifest["lineage"] == {"producer": None, "spec": None, "image": None, "code": None, "training": None}
     # the termination message agrees with the manifest
     by_path = {f"exports/{step}/{a['path']}": a for a in manifest["artifacts"]}
     for a in run.result.artifacts:
@@ -140,6 +144,11 @@ def test_linear_artifacts_rechecked_independently_against_tensorflow(linear_job)
     np.testing.assert_allclose(_litert(export_dir / "model.tflite", inputs), ref, atol=1e-4, rtol=1e-5)
     loaded = tf.saved_model.load(str(export_dir / "savedmodel")).signatures["serving_default"]
     np.testing.assert_allclose(loaded(features=tf.constant(inputs["features"]))["output"].numpy(), ref, atol=1e-6)
+    # TF Serving's model base path: the version it would load is this step, a SavedModel of its own
+    version, path = servable_version(str(root / "exports" / "serving"))
+    assert version == step and not os.path.islink(path)
+    served = tf.saved_model.load(path).signatures["serving_default"]
+    np.testing.assert_allclose(served(features=tf.constant(inputs["features"]))["output"].numpy(), ref, atol=1e-6)
     int8 = _litert(export_dir / "model_int8.tflite", inputs)
     assert np.max(np.abs(int8 - ref)) / scale <= 0.10
 
@@ -211,7 +220,7 @@ def test_other_examples_export_every_format(tmp_path, module, args, quantization
         "onnx": ["model.onnx"],
     }
     assert sorted(p.name for p in export_dir.iterdir()) == sorted(
-        ["manifest.json", "report.html", *(n for f in fmts for n in names[f])]
+        ["kserve", "manifest.json", "report.html", *(n for f in fmts for n in names[f])]
     )
     from tfps_trainer.contract import load
 
@@ -219,6 +228,12 @@ def test_other_examples_export_every_format(tmp_path, module, args, quantization
     ref = _tf_reference(module, args, root / "checkpoints" / f"ckpt-{step}", inputs)
     np.testing.assert_allclose(_onnxruntime(export_dir / "model.onnx", inputs), ref, atol=1e-5)
     np.testing.assert_allclose(_litert(export_dir / "model.tflite", inputs), ref, atol=1e-5)
+    # KServe's layout: the Triton repository's one version is the verified model.onnx, byte for byte
+    from tfps_wire import serving_layout
+
+    served_onnx = Path(serving_layout.version_dir(str(export_dir), "onnx", step)) / "model.onnx"
+    assert served_onnx.read_bytes() == (export_dir / "model.onnx").read_bytes()
+    np.testing.assert_allclose(_onnxruntime(served_onnx, inputs), ref, atol=1e-5)
 
 
 # ---- failure paths: an earlier good export must survive every one of them untouched ----
@@ -297,9 +312,11 @@ def test_unsupported_op_fails_only_that_format_and_the_savedmodel_is_published(t
     export_dir = root / "exports" / str(step)
     manifest = _check_manifest_matches_files(export_dir)
     assert manifest["complete"] is True and [f["format"] for f in manifest["failed"]] == [fmt]
-    assert sorted(p.name for p in export_dir.iterdir()) == ["manifest.json", "report.html", "savedmodel"]
+    assert sorted(p.name for p in export_dir.iterdir()) == ["kserve", "manifest.json", "report.html", "savedmodel"]
+    assert [p.name for p in (export_dir / "kserve").iterdir()] == ["tensorflow"]  # no onnx: no Triton repository
     assert os.readlink(root / "exports" / "latest") == str(step)
-    assert os.readlink(root / "exports" / "serving" / str(step)) == f"../{step}/savedmodel"
+    assert servable_version(str(root / "exports" / "serving")) == (step, str(root / "exports" / "serving" / str(step)))
+    assert (root / "exports" / "serving" / str(step) / "saved_model.pb").is_file()
 
 
 def test_a_required_format_that_fails_fails_the_export_but_publishes_the_rest(tmp_path, testmodels_on_path):
@@ -313,8 +330,9 @@ def test_a_required_format_that_fails_fails_the_export_but_publishes_the_rest(tm
     assert run.result.path == f"exports/{step}" and [a.format for a in run.result.artifacts] == ["savedmodel"]
     manifest = _check_manifest_matches_files(root / "exports" / str(step))
     assert manifest["complete"] is False
-    # a consumer following `latest` never lands on an export that lacks a required format
+    # a consumer following `latest`, or TF Serving, never lands on an export that lacks a required format
     assert not (root / "exports" / "latest").exists() and not (root / "exports" / "LATEST").exists()
+    assert not (root / "exports" / "serving").exists()
 
 
 def test_missing_step_and_escaping_checkpoint_path(earlier_export):

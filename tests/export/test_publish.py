@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -66,6 +68,71 @@ def test_reexport_of_same_step_replaces_it(tmp_path):
         _stage(pub, 5, "new")
     assert (tmp_path / "exports" / "5" / "model.bin").read_text() == "new"
     assert not [p for p in (tmp_path / "exports").iterdir() if p.name.startswith(".old")]
+
+
+def _stage_savedmodel(pub: Publisher, step: int, payload: str, complete: bool = True) -> Path:
+    """An export whose ``savedmodel/`` has TF Serving's files (the bytes do not matter to the layout)."""
+    with pub.staging(step) as stage:
+        (stage / "savedmodel" / "variables").mkdir(parents=True)
+        (stage / "savedmodel" / "saved_model.pb").write_text(f"pb {payload}")
+        (stage / "savedmodel" / "variables" / "variables.index").write_text(f"index {payload}")
+        (stage / MANIFEST).write_text(json.dumps({"complete": complete}))
+        return pub.commit(stage, step)
+
+
+def _tree(top: Path) -> dict[str, str]:
+    """Every file under ``top`` by relative path, read through the directory itself; fails on any symlink."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(top):
+        for name in dirnames + filenames:
+            assert not (Path(dirpath) / name).is_symlink(), f"{Path(dirpath) / name} is a symlink"
+        for name in filenames:
+            out[(Path(dirpath) / name).relative_to(top).as_posix()] = (Path(dirpath) / name).read_text()
+    return out
+
+
+def test_serving_versions_are_real_directories_of_complete_exports_only(tmp_path):
+    """TF Serving's base path ``exports/serving``: ``<version>/saved_model.pb`` + ``variables/`` as real
+    files (hard links of the export's), readable through the directory alone, as a ``subPath`` mount or a
+    copier that skips links sees it; an export whose required format failed gets no version."""
+    with Publisher(tmp_path) as pub:
+        _stage_savedmodel(pub, 10, "a")
+        _stage_savedmodel(pub, 20, "b")
+        _stage_savedmodel(pub, 30, "c", complete=False)
+    serving = tmp_path / "exports" / "serving"
+    assert sorted(p.name for p in serving.iterdir()) == ["10", "20"]
+    assert _tree(serving / "20") == {"saved_model.pb": "pb b", "variables/variables.index": "index b"}
+    copy = tmp_path / "copy"
+    shutil.copytree(serving, copy, symlinks=True)  # a link would stay a (now dangling) link
+    assert _tree(copy) == {
+        "10/saved_model.pb": "pb a",
+        "10/variables/variables.index": "index a",
+        "20/saved_model.pb": "pb b",
+        "20/variables/variables.index": "index b",
+    }
+    pb = serving / "20" / "saved_model.pb"
+    assert pb.stat().st_ino == (tmp_path / "exports" / "20" / "savedmodel" / "saved_model.pb").stat().st_ino
+
+
+def test_serving_follows_reexports_and_replaces_links_of_the_older_layout(tmp_path):
+    with Publisher(tmp_path) as pub:
+        _stage_savedmodel(pub, 5, "old")
+        _stage_savedmodel(pub, 6, "six")
+    serving = tmp_path / "exports" / "serving"
+    shutil.rmtree(serving / "6")
+    os.symlink("../6/savedmodel", serving / "6")  # what an older exporter left
+    with Publisher(tmp_path) as pub:
+        _stage_savedmodel(pub, 5, "new")
+    assert _tree(serving) == {
+        "5/saved_model.pb": "pb new",
+        "5/variables/variables.index": "index new",
+        "6/saved_model.pb": "pb six",
+        "6/variables/variables.index": "index six",
+    }
+    with Publisher(tmp_path) as pub:  # re-exported, now incomplete: no longer served
+        _stage_savedmodel(pub, 6, "six again", complete=False)
+    assert sorted(p.name for p in serving.iterdir()) == ["5"]
+    assert not [p for p in serving.iterdir() if p.name.startswith(".")]
 
 
 def test_commit_without_manifest_is_refused(tmp_path):
@@ -136,3 +203,42 @@ def test_manifest_refuses_absolute_or_escaping_paths(rel):
             outputs=[],
             artifacts=[{"format": "onnx", "path": rel}],
         )
+
+
+def test_kserve_layout_holds_one_version_per_runtime_as_real_files_published_with_the_export(tmp_path):
+    from tfps_trainer.export.publish import lay_out_for_kserve
+    from tfps_wire import serving_layout
+
+    with Publisher(tmp_path) as pub, pub.staging(7) as stage:
+        (stage / "savedmodel" / "variables").mkdir(parents=True)
+        (stage / "savedmodel" / "saved_model.pb").write_bytes(b"graph")
+        (stage / "savedmodel" / "variables" / "variables.index").write_bytes(b"index")
+        (stage / "model.onnx").write_bytes(b"onnx")
+        (stage / MANIFEST).write_text("{}")
+        assert lay_out_for_kserve(stage, 7) == ["tensorflow", "onnx"]
+        final = pub.commit(stage, 7)
+    tf_base = Path(serving_layout.base_path(str(final), "tensorflow"))
+    assert [p.name for p in tf_base.iterdir()] == ["7"]  # a model base path of exactly this version
+    assert (tf_base / "7" / "saved_model.pb").read_bytes() == b"graph"
+    assert (tf_base / "7" / "variables" / "variables.index").read_bytes() == b"index"
+    repo = Path(serving_layout.base_path(str(final), "onnx"))
+    assert sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*")) == [
+        "model",
+        "model/7",
+        "model/7/model.onnx",
+        "model/config.pbtxt",
+    ]
+    assert (repo / "model" / "7" / "model.onnx").read_bytes() == b"onnx"
+    assert 'platform: "onnxruntime_onnx"' in (repo / "model" / "config.pbtxt").read_text()
+    assert not [p for p in final.rglob("*") if p.is_symlink()]
+    # hard links: the layout costs no second copy on a volume that has them
+    assert (tf_base / "7" / "saved_model.pb").stat().st_ino == (final / "savedmodel" / "saved_model.pb").stat().st_ino
+
+
+def test_kserve_layout_of_an_export_without_those_formats_is_empty(tmp_path):
+    from tfps_trainer.export.publish import lay_out_for_kserve
+
+    with Publisher(tmp_path) as pub, pub.staging(3) as stage:
+        (stage / "model.tflite").write_bytes(b"x")
+        assert lay_out_for_kserve(stage, 3) == []
+        assert not (stage / "kserve").exists()

@@ -4,7 +4,8 @@ It honours the same interface as the real trainer (TF_CONFIG, TFPS_JOB, TFPS_PRO
 TFPS_TERMINATION_LOG): ps/worker hold their TF_CONFIG port until SIGTERM; the chief counts steps
 (resuming from a "checkpoint" file under <root>/checkpoints), serves /status, and exits 0 at the
 target step, failing if a PS stops answering. The real trainer is exercised by the @tf tests.
-Env knobs: FAKE_STEP_S (seconds per step), FAKE_FAIL_ROLE/FAKE_FAIL_CODE (that role exits at once).
+Env knobs: FAKE_STEP_S (seconds per step), FAKE_FAIL_ROLE/FAKE_FAIL_CODE (that role exits at once),
+FAKE_FINAL_UNSEEN (the final save never shows on /status: the chief exits before the next poll).
 """
 
 import json
@@ -83,9 +84,10 @@ http = ThreadingHTTPServer((os.environ["TFPS_PROGRESS_HOST"], job["progress_port
 threading.Thread(target=http.serve_forever, daemon=True).start()
 
 
-def save():
+def save(seen: bool = True):
     ckpt_file.write_text(str(state["step"]))
-    state["ckpt"] = state["step"]
+    if seen:
+        state["ckpt"] = state["step"]
 
 
 def ps_up(timeout: float) -> bool:
@@ -112,5 +114,8 @@ while state["step"] < job["steps"]:
     state["step"] += 1
     if state["step"] % every == 0:
         save()
-save()
+save(seen=not os.environ.get("FAKE_FINAL_UNSEEN"))
+Path(os.environ["TFPS_TERMINATION_LOG"]).write_text(
+    f"completed step {state['step']}/{job['steps']}; final checkpoint {ckpt_file}\n"
+)
 print(f"chief done at step {state['step']}", flush=True)

@@ -85,6 +85,62 @@ def test_quickstart_ends_with_verified_artifacts(tmp_path):
         "export.log",
     }
     print(f"tfps run quickstart --steps 60: {wall:.1f}s wall")
+    tensorboard_serves_the_chiefs_scalars(work, root)
+
+
+def tensorboard_serves_the_chiefs_scalars(work: Path, root: Path) -> None:
+    """`tfps tensorboard quickstart --workdir WORK`: the printed URL serves the chief's loss through
+    TensorBoard's HTTP API, the same points as its event file; SIGINT stops TensorBoard."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.util import tensor_util
+
+    (events,) = (root / "tensorboard" / "chief").glob("events.out.tfevents.*")
+    written = [
+        (e.step, float(tensor_util.make_ndarray(v.tensor)))
+        for e in EventFileLoader(str(events)).Load()
+        for v in e.summary.value
+        if v.tag == "loss"
+    ]
+    assert written and written[-1][0] == 60, written
+    cmd = [sys.executable, "-c", "import sys; from tfps_operator.tools.cli import main; sys.exit(main())"]
+    tb = subprocess.Popen(
+        [*cmd, "tensorboard", "quickstart", "--workdir", str(work)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        line = tb.stdout.readline()  # type: ignore[union-attr]
+        assert line.startswith("TensorBoard at http://127.0.0.1:"), (line, tb.poll())
+        url = line.split()[2]
+        query = urllib.parse.urlencode({"run": "quickstart/chief", "tag": "loss"})
+        served: list[tuple[int, float]] = []
+        for _ in range(60):  # on a busy machine TensorBoard may still be reading the run (404 until then)
+            try:
+                with urllib.request.urlopen(f"{url}data/plugin/scalars/scalars?{query}", timeout=30) as r:
+                    served = [(step, value) for _, step, value in json.load(r)]
+                break
+            except urllib.error.HTTPError as e:
+                assert e.code == 404, e
+                time.sleep(1)
+        assert [st for st, _ in served] == [st for st, _ in written], (served, written)
+        assert [v for _, v in served] == pytest.approx([v for _, v in written], rel=1e-6), (served, written)
+        kids = subprocess.run(["pgrep", "-P", str(tb.pid)], capture_output=True, text=True).stdout.split()
+        assert kids, "TensorBoard runs as a child of tfps tensorboard"
+    finally:
+        tb.send_signal(signal.SIGINT)  # to tfps alone: it stops its TensorBoard
+        _, err = tb.communicate(timeout=30)
+    assert tb.returncode == 0, err
+    for pid in map(int, kids):
+        end = time.monotonic() + 10
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < end:
+            time.sleep(0.1)
+        assert not Path(f"/proc/{pid}").exists(), f"TensorBoard (pid {pid}) outlived tfps tensorboard"
 
 
 def test_killed_worker_is_recreated_and_run_succeeds(tmp_path):

@@ -61,6 +61,6 @@ def test_a_job_resized_2_to_4_to_1_workers_and_to_2_ps_trains_on_with_a_continuo
     assert 600 <= saved_on_stop[0] < 1500 and 2200 <= saved_on_stop[1] < STEPS
     assert f"completed step {STEPS}/{STEPS}" in chief_log
     # the variables' two shards lived on the one parameter server, and after the last restart on both
-    placed = re.findall(r"partitioned: hidden/kernel -> 2 shards on (\S+)", chief_log)
+    placed = re.findall(r"partitioned: hidden/kernel \[[^]]*\] .*? -> 2 shards \[[^]]*\] rows on (\S+)", chief_log)
     assert placed == ["ps/0,ps/0", "ps/0,ps/0", "ps/0,ps/1"], placed
     assert f"exported step {STEPS}" in out and "verified" in out

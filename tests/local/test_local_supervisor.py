@@ -120,6 +120,15 @@ def test_happy_path_tf_config_and_progress(tmp_path):
     assert all(not c.running() for c in s.children.values())
 
 
+def test_the_final_checkpoint_is_reported_when_the_chief_exits_before_the_next_poll(tmp_path):
+    rec = Recorder()
+    _, out = run(tmp_path, make_job(steps=35, workers=1), rec, env={"FAKE_FINAL_UNSEEN": "1"})
+    assert out.ok, out.message
+    steps = [int(e.split()[3].rstrip(":")) for e in rec.events if e.startswith("checkpoint at step ")]
+    assert steps and steps[-1] == 35 and steps == sorted(set(steps)), rec.events
+    assert out.status is not None and out.status.checkpoint_step == 35
+
+
 def test_killed_worker_is_recreated_alone(tmp_path):
     holder: dict[str, Supervisor] = {}
     rec = Recorder(at_step=10, action=lambda: os.kill(holder["s"].children[Task("worker", 1)].pid, signal.SIGKILL))

@@ -186,8 +186,11 @@ class Cluster:
             ok, timeout=timeout, interval=0.2, what=f"pods {names} Running (have {sorted(self.trainer_pods(job))})"
         )
 
-    def finish_pod(self, name: str, phase: str, exit_code: int, message: str = "", reason: str = "") -> None:
-        """Play kubelet: the container ended with ``exit_code`` and wrote ``message`` to its termination log."""
+    def finish_pod(
+        self, name: str, phase: str, exit_code: int, message: str = "", reason: str = "", image_id: str = ""
+    ) -> None:
+        """Play kubelet: the container ended with ``exit_code`` and wrote ``message`` to its termination log;
+        ``image_id``: the image's digest as the node resolved it (``containerStatuses[].imageID``)."""
         pod = self.core.read_namespaced_pod(name, self.ns)
         container = pod.spec.containers[0]
         term = {
@@ -208,7 +211,7 @@ class Cluster:
                         {
                             "name": container.name,
                             "image": container.image,
-                            "imageID": "",
+                            "imageID": image_id,
                             "ready": False,
                             "restartCount": 0,
                             "state": {"terminated": term},

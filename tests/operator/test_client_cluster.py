@@ -258,3 +258,45 @@ def test_artifacts_table_and_a_download_that_cannot_exec_leaves_no_pod(client, k
     code, _, err = cli("artifacts", "j", "--download", str(dest), "--timeout", "30")
     assert code == 1 and "exec in reader pod" in err
     kube.wait_until(lambda: not kube.pods("tfps.dev/artifact-reader=j"), timeout=20, what="reader pod deleted")
+
+
+def test_tensorboard_pod_mounts_the_claim_read_only_is_owned_and_goes_on_ctrl_c(client, kube, operator, kubeconfig):
+    """`tfps tensorboard` on the real API server: the pod it makes (kwok runs it; no kubelet serves the
+    port-forward here, the real node tier fetches through it) mounts the job's claim read-only, is owned by
+    the job, has a deadline, and is deleted when the command gets SIGINT."""
+    import signal
+
+    from tfps_operator.manifests.tensorboard_pod import TENSORBOARD_LABEL
+
+    client.submit(build_job("j", _spec()))
+    cmd = [sys.executable, "-c", "import sys; from tfps_operator.tools.cli import main; sys.exit(main())"]
+    cmd += ["tensorboard", "j", "--image", "tfps-trainer:test", "--lifetime", "10m", "--timeout", "60"]
+    tb = subprocess.Popen(
+        [*cmd, "--kubeconfig", kubeconfig, "-n", kube.ns], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        line = tb.stdout.readline()
+        assert line.startswith("TensorBoard at http://127.0.0.1:") and f" in {kube.ns};" in line, (line, tb.poll())
+        (pod,) = kube.pods(f"{TENSORBOARD_LABEL}=j")
+        body = kube.core.read_namespaced_pod(pod, kube.ns).to_dict()
+        spec, (c,) = body["spec"], body["spec"]["containers"]
+        assert f"pod {pod} " in line
+        (claim,) = [v["persistent_volume_claim"] for v in spec["volumes"] if v.get("persistent_volume_claim")]
+        assert claim == {"claim_name": "data", "read_only": True}, spec["volumes"]
+        (mount,) = [m for m in c["volume_mounts"] if m["mount_path"].startswith("/tfps/claims/")]
+        assert mount["read_only"] is True
+        assert f"--logdir_spec=j:/tfps/claims/data/{kube.ns}/j/tensorboard" in c["command"]
+        assert spec["active_deadline_seconds"] == 600 and spec["restart_policy"] == "Never"
+        (owner,) = body["metadata"]["owner_references"]
+        job = kube.job("j")
+        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+            "PSTrainingJob",
+            "j",
+            job["metadata"]["uid"],
+            False,
+        )
+    finally:
+        tb.send_signal(signal.SIGINT)
+        _, err = tb.communicate(timeout=60)
+    assert tb.returncode == 0, err
+    kube.wait_until(lambda: not kube.pods(f"{TENSORBOARD_LABEL}=j"), timeout=20, what="TensorBoard pod deleted")

@@ -193,3 +193,37 @@ def test_an_unbound_claim_and_an_image_pull_failure_say_why_the_job_waits(kube, 
         "j-chief-0 cannot start: ImagePullBackOff: Back-off pulling image" in kube.condition("j", "Waiting")["message"]
     )
     kube.wait_until(lambda: "ImagePullBackOff" in kube.event_reasons("j"), timeout=10, what="ImagePullBackOff event")
+
+
+def test_a_missing_claim_holds_the_export_preflight_and_the_job_says_why_once(kube, operator, kubectl):
+    """As a new user meets it: the job's claim does not exist, so its export pre-flight pod cannot be
+    scheduled (the scheduler is real). The job says so in kubectl get, a condition and one Event, and
+    stops saying it once the claim exists and the pod is placed."""
+    body = job_body("m", claim="lost", export=True, export_spec={"preflight": True})
+    kube.create_job(body)
+    started = time.monotonic()
+    kube.wait_until(lambda: kube.status("m").get("reason") == "ClaimNotFound", timeout=30, what="reason ClaimNotFound")
+    print(f"ClaimNotFound reported {time.monotonic() - started:.1f}s after the job was created")
+    waiting = kube.condition("m", "Waiting")
+    assert waiting["status"] == "True" and waiting["reason"] == "ClaimNotFound", waiting
+    assert waiting["message"].startswith("export pre-flight (Job m-preflight): m-preflight-"), waiting
+    assert 'persistentvolumeclaim "lost" not found' in waiting["message"], waiting
+    row = kubectl("get", "psjob", "m", "-n", kube.ns, "--no-headers").stdout.split()
+    assert row[:2] == ["m", "Pending"] and "ClaimNotFound" in row, row
+    kube.wait_until(lambda: "ClaimNotFound" in kube.event_reasons("m"), timeout=10, what="ClaimNotFound event")
+    time.sleep(6)  # passes go on (the pod's status, the resync): still one Event
+    assert [e["reason"] for e in kube.events("m")].count("ClaimNotFound") == 1
+    assert kube.trainer_pods("m") == {}
+
+    kube.bound_claim("lost")
+    try:
+        kube.wait_until(
+            lambda: (c := kube.condition("m", "Waiting")) and c["status"] == "False" and c,
+            timeout=60,
+            what="Waiting cleared once the claim exists",
+        )
+        st = kube.status("m")
+        assert st["phase"] == "Pending" and st.get("reason") is None, st
+        assert kube.trainer_pods("m") == {}  # the pre-flight still has no verdict
+    finally:
+        kube.core.delete_persistent_volume(f"{kube.ns}-lost")  # cluster-scoped: the namespace does not take it

@@ -77,6 +77,12 @@ def test_gang_scheduling_runs_one_job_whole_and_binds_nothing_of_the_other_until
     )
     assert waiting["reason"] == "WaitingForGang" and f"minMember {PODS_PER_JOB}" in waiting["message"], waiting
     assert kube.status(second)["phase"] == "Pending"
+    # ... and says it as the training pods do: the Reason column, condition Waiting, one Event
+    kube.wait_until(
+        lambda: kube.status(second).get("reason") == "WaitingForGang", timeout=30, interval=0.3, what="its reason"
+    )
+    assert kube.condition(second, "Waiting")["reason"] == "WaitingForGang"
+    assert [e["reason"] for e in kube.events(second)].count("WaitingForGang") == 1
     assert kube.condition(first, "GangScheduled")["status"] == "True"
 
     # An operator killed and restarted now duplicates and changes nothing.

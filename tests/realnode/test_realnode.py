@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import json
 import os
 import re
 import subprocess
@@ -415,7 +416,6 @@ def test_deleting_the_ps_pod_restarts_the_job_and_resumes_from_the_checkpoint(op
     assert LONG_STEPS in chief_log_steps(kube.ns, "completed step "), chief_log_steps(kube.ns, "checkpoint step ")
 
 
-@pytest.mark.slow  # not yet passing: see the closing note of the stop that added it
 def test_kubectl_scale_grows_a_running_job_that_resumes_from_the_chiefs_save(operated, wait_until):
     """One resize of a running job in real containers: 2 → 3 workers. The new worker starts beside the run,
     the chief is stopped (it saves the steps it scheduled), every pod restarts with the new TF_CONFIG, and
@@ -510,6 +510,17 @@ def test_client_logs_and_download_artifacts_against_a_real_kubelet(
     out = capsys.readouterr().out
     assert code == 0 and f"downloaded to {tmp_path / 'cli' / str(step)} (every file matches manifest.json)" in out, out
     assert {"savedmodel", "tflite", "onnx"} <= set(out.split()), out
+
+    # The same trained job: `tfps tensorboard` through the node's kubelet, and its export served the way
+    # KServe lays out a pvc:// storage URI (TensorFlow's loader and ONNX Runtime, checked against the manifest).
+    from serving_checks import served_from_the_claim, tensorboard_through_the_kubelet
+
+    (events,) = [p for p in data.rglob("tensorboard/chief") if p.is_dir()]
+    tb = tensorboard_through_the_kubelet(kube, "quickstart", kubeconfig, events, wait_until)
+    manifest = json.loads((published / "manifest.json").read_text())
+    claim = names.pvc_name("quickstart")
+    served = served_from_the_claim(kube, claim, "quickstart", step, manifest, TRAINER_IMAGE, ON_REAL_NODE, wait_until)
+    print(f"\ntensorboard through the kubelet: {tb}\nserved from pvc://{claim}: {served}")
 
     # a file changed on the volume after the export: the download refuses it and names it
     tflite = next(p for p in published.rglob("*.tflite"))
@@ -851,3 +862,53 @@ def test_a_tfjob_users_own_program_trains_and_exports_on_real_pods(operated, nam
     assert not list(data.rglob("*workertemp*"))  # the other workers saved into temporary directories
     no_image_pulls(kube.core, kube.ns)
     print(f"\n{name} on the real node: Succeeded after {time.monotonic() - t0:.0f}s; export {export['artifacts']}")
+
+
+def test_a_job_with_a_data_service_trains_through_losing_a_data_worker_and_its_dispatcher(operated, wait_until):
+    """The tf.data service on real pods (docs/data-service.md): the dispatcher (its journal on the job's PV) and
+    two data workers found by their DNS names; the training workers read the module's dataset through them.
+    Deleting a data worker and then the dispatcher mid-run: each is recreated alone, training goes on, and the
+    job succeeds without a restart."""
+    kube, op, pv = operated
+    data = pv(names.pvc_name("quickstart"))
+    job = quickstart(steps=LONG_STEPS, every=LONG_EVERY)
+    job["spec"]["export"] = {"enabled": False}
+    for field, n in (("dispatcher", 1), ("dataWorker", 2)):
+        job["spec"]["replicas"][field] = {"replicas": n, "template": {"spec": copy.deepcopy(ON_REAL_NODE)}}
+    kube.create_job(job)
+    wait_until(lambda: trainer_pods_running(kube, "quickstart", 7), timeout=300, interval=1, what="7 pods Running")
+    wait_until(lambda: chief_log_steps(kube.ns, "checkpoint step "), timeout=300, interval=1, what="a first checkpoint")
+    for victim in (names.pod_name("quickstart", "dataworker", 1), names.pod_name("quickstart", "dispatcher", 0)):
+        uid = kube.trainer_pods("quickstart")[victim]["metadata"]["uid"]
+        seen = len(chief_log_steps(kube.ns, "checkpoint step "))
+        kube.core.delete_namespaced_pod(victim, kube.ns)
+        wait_until(
+            lambda v=victim, u=uid: (
+                (p := kube.trainer_pods("quickstart").get(v))
+                and p["metadata"]["uid"] != u
+                and p["status"].get("phase") == "Running"
+            ),
+            timeout=300,
+            interval=1,
+            what=f"{victim} recreated",
+        )
+        wait_until(  # training went on with it gone and back
+            lambda n=seen: len(chief_log_steps(kube.ns, "checkpoint step ")) > n,
+            timeout=300,
+            interval=1,
+            what=f"a checkpoint after {victim} came back",
+        )
+    st = wait_until(
+        lambda: (s := kube.status("quickstart")).get("phase") in ("Succeeded", "Failed") and s,
+        timeout=1200,
+        interval=2,
+        what="job finished",
+    )
+    assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
+    assert st.get("restarts", 0) == 0, st
+    assert LONG_STEPS in chief_log_steps(kube.ns, "completed step ")
+    pattern = f"{kube.ns}_{names.pod_name('quickstart', 'chief', 0)}_*/*/*.log"
+    chief = "".join(f.read_text(errors="replace") for f in Path("/var/log/pods").glob(pattern))
+    assert "registered with the tf.data service at quickstart-dispatcher-0.quickstart." in chief, chief[-2000:]
+    assert list(data.rglob("tf_data_dispatcher_journal")), sorted(str(p) for p in data.rglob("*"))[:50]
+    no_image_pulls(kube.core, kube.ns)

@@ -133,8 +133,9 @@ def test_a_body_that_slipped_past_validation_ends_in_invalid_spec_not_a_crash_lo
     assert parsed.strip(), "the reason is not empty"
     try:
         validate_job(body)
-    except JobValidationError as exc:
-        assert exc.errors and parsed == str(exc)
+    except JobValidationError as exc:  # the operator leaves out unknown fields (a newer CRD's, after a rollback)
+        known = [e for e in exc.errors if e.message != "unknown field"]
+        assert known and parsed == "; ".join(map(str, known))
     plan = invalid_spec(status, body["metadata"].get("generation"), parsed, T0)
     assert not plan.actions, "an invalid job gets no children"
     if status.phase in ("Succeeded", "Failed"):

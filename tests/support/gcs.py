@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 HACK = REPO / "hack"
@@ -175,7 +176,12 @@ class GcsEmulator:
 
     def objects(self, bucket: str, prefix: str = "") -> dict[str, int]:
         """Object name -> size, for every object under ``prefix``."""
-        out: dict[str, int] = {}
+        return {name: int(item.get("size", 0)) for name, item in self.listing(bucket, prefix).items()}
+
+    def listing(self, bucket: str, prefix: str = "") -> dict[str, dict[str, Any]]:
+        """Object name -> its metadata (size, generation, ...), for every object under ``prefix``: the JSON
+        API's object listing, as a GCS client's ``list_blobs(prefix=...)`` pages through it."""
+        out: dict[str, dict[str, Any]] = {}
         token = ""
         while True:
             q = f"/storage/v1/b/{bucket}/o?prefix={urllib.request.quote(prefix)}"
@@ -184,7 +190,7 @@ class GcsEmulator:
             page = self._api("GET", q)
             assert isinstance(page, dict)
             for item in page.get("items", []):
-                out[item["name"]] = int(item.get("size", 0))
+                out[item["name"]] = item
             token = page.get("nextPageToken", "")
             if not token:
                 return out

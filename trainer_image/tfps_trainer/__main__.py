@@ -2,7 +2,8 @@
 
 Reads ``TF_CONFIG`` (cluster and task) and ``TFPS_JOB`` (:class:`tfps_wire.job_settings.JobSettings`
 as JSON) and dispatches by task type: ``ps``/``worker`` serve until SIGTERM, ``chief`` trains,
-``evaluator`` evaluates checkpoints. Failures end the process with one line on stderr, the same
+``evaluator`` evaluates checkpoints, ``dispatcher``/``dataworker`` serve the job's tf.data service until
+SIGTERM (also in script mode). Failures end the process with one line on stderr, the same
 line in the termination log and a distinct exit code (:mod:`tfps_trainer.errors`).
 """
 
@@ -71,8 +72,16 @@ def _check_storage(root: str) -> None:
         raise (ConfigError(reason) if exc.kind in PERMANENT else InfrastructureError(reason)) from None
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main() -> int:
     """Run this process's role; return the exit code (failures are reported before returning)."""
+    # In a container this process is PID 1, and the kernel drops a signal PID 1 has no handler for: a
+    # pod stopped while Python imports TensorFlow would wait out its whole grace period. Until a role
+    # installs its own handler (the chief saves, the servers stop serving), SIGTERM ends the process.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     role = "trainer"
     progress = server = None
     failure: TrainerError | None = None
@@ -86,6 +95,14 @@ def main() -> int:
             raise ConfigError(str(exc)) from None
         check_shape(task, settings.strategy)
         _quiet_tensorflow()
+        if task.task_type == "dispatcher":
+            from . import data_service
+
+            return data_service.run_dispatcher(task, settings)
+        if task.task_type == "dataworker":
+            from . import data_service
+
+            return data_service.run_worker(task, settings)
         if settings.script is not None:
             from .script import wrapper
 

@@ -6,7 +6,8 @@ the shards are complete). Every file operation goes through ``tf.io.gfile``, so 
 directory or a ``gs://`` URI (there a "rename" is a copy then a delete, object by object: the state
 file still names only complete checkpoints, and a torn one is skipped on restore). Keys: ``model``,
 ``optimizer``, ``step``; the exporter and the evaluator restore ``model`` (and ``step``) only, with
-``expect_partial``.
+``expect_partial``. With sharded variables ``optimizer`` is saved in a layout that restores into any
+shard count (:mod:`.optimizer_state`); a checkpoint of the earlier layout still restores (same shards).
 """
 
 from __future__ import annotations
@@ -14,18 +15,37 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import tensorflow as tf
 
 from tfps_wire.job_settings import CheckpointSettings
 
+from . import optimizer_state
 from .status_server import CheckpointInfo
 
 CHECKPOINT_NAME = "ckpt"
 
 
-def make_checkpoint(model: object, optimizer: object, step: tf.Variable) -> tf.train.Checkpoint:
-    return tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+@dataclass(frozen=True)
+class Layouts:
+    """What a checkpoint saves (``current``), and what restores one of the earlier optimizer layout."""
+
+    current: tf.train.Checkpoint
+    earlier: tf.train.Checkpoint | None = None
+
+    def for_path(self, path: str) -> tf.train.Checkpoint:
+        if self.earlier is None or optimizer_state.saved_layout(path) == "by_model_variable":
+            return self.current
+        return self.earlier
+
+
+def make_checkpoint(model: Any, optimizer: Any, step: tf.Variable) -> Layouts:
+    by_variable = optimizer_state.state(optimizer, model.trainable_variables)
+    plain = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+    if by_variable is None:
+        return Layouts(plain)
+    return Layouts(tf.train.Checkpoint(model=model, optimizer=by_variable, step=step), earlier=plain)
 
 
 def step_of(path: str) -> int:
@@ -89,8 +109,10 @@ class Checkpointer:
     i.e. on the parameter servers."""
 
     def __init__(
-        self, checkpoint: tf.train.Checkpoint, directory: str, keep: int, io_device: str | None = None
+        self, checkpoint: tf.train.Checkpoint | Layouts, directory: str, keep: int, io_device: str | None = None
     ) -> None:
+        self.layouts = checkpoint if isinstance(checkpoint, Layouts) else Layouts(checkpoint)
+        checkpoint = self.layouts.current
         self.checkpoint = checkpoint
         self.manager = tf.train.CheckpointManager(
             checkpoint, directory=directory, max_to_keep=keep, checkpoint_name=CHECKPOINT_NAME
@@ -115,7 +137,8 @@ class Checkpointer:
         """
         for path in self.candidates():
             try:
-                self.checkpoint.restore(path, options=self.options).assert_existing_objects_matched()
+                layout = self.layouts.for_path(path)
+                layout.restore(path, options=self.options).assert_existing_objects_matched()
             except (tf.errors.NotFoundError, tf.errors.DataLossError) as exc:
                 print(f"tfps-trainer: skipping unreadable checkpoint {path}: {type(exc).__name__}", flush=True)
                 continue

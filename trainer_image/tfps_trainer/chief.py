@@ -16,20 +16,31 @@ import re
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
 
-from tfps_wire.job_settings import JobSettings
+from tfps_wire.job_settings import DataServiceSettings, JobSettings
 from tfps_wire.termination import format_stopped, format_success
 from tfps_wire.uri import is_uri
 
-from . import checkpoints, modelio, optimizer_step, sharding, tensorboard_scalars
+from . import (
+    checkpoints,
+    data_service,
+    initializers,
+    modelio,
+    optimizer_step,
+    partitioning,
+    sharding,
+    tensorboard_scalars,
+)
 from .closures import NUMERICS_TAG, TrainClosures, closure_size
-from .cluster import read_tf_config, wait_for_addresses
+from .cluster import STARTUP_TIMEOUT_ENV, read_tf_config, wait_for_addresses
 from .contract import ModelContract
 from .errors import ContractFailure, InfrastructureError, LostClusterError, NumericsError, PreemptedError, TrainerError
 from .status_server import Progress
+from .step_rate import StepRate
 
 IN_FLIGHT_PER_WORKER = 32
 """Steps scheduled ahead of the workers, per worker: enough to keep each busy, few enough that a stop
@@ -61,26 +72,28 @@ class Trainer:
         if settings.check_numerics:
             tf.debugging.enable_check_numerics()
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-        partitioner = None
-        if settings.partitioner is not None:
-            partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
-                min_shard_bytes=settings.partitioner.min_shard_bytes,
-                max_shards=settings.partitioner.max_shards,
-            )
+        partitioner = sharding.partitioner(settings.partitioner)
         self.strategy = tf.distribute.ParameterServerStrategy(resolver, variable_partitioner=partitioner)
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(self.strategy)
         workers = len(resolver.cluster_spec().as_dict().get("worker", [])) or 1
         k = settings.steps_per_closure
         self.closures_ahead = workers * max(MIN_CLOSURES_PER_WORKER, -(-IN_FLIGHT_PER_WORKER // k))
         self.check_every = max(1, IN_FLIGHT_CHECK_EVERY // k)
+        if partitioner is not None:
+            initializers.install()  # each PS draws only its shards' initial values
         with self.strategy.scope():
             self.model = modelio.build(contract, args)
             self.train_vars = sharding.optimizer_variables(self.model.trainable_variables)
-            self.optimizer = modelio.make_optimizer(contract, args, self.train_vars)
+            self.optimizer, updates = modelio.make_optimizer(contract, args, self.train_vars)
             self.optimizer_step = optimizer_step.count_atomically(self.optimizer)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-        if sharding.make_checkpointable(self.model.weights):
-            print(f"tfps-trainer chief: partitioned: {sharding.describe(self.model.weights)}", flush=True)
+        print(f"tfps-trainer chief: {updates}", flush=True)
+        split = sharding.make_checkpointable(self.model.weights)
+        if settings.partitioner is not None:
+            how = partitioning.describe_partitioner(settings.partitioner)
+            print(f"tfps-trainer chief: {how}: {split} of {len(self.model.weights)} model variables split", flush=True)
+        for line in sharding.describe(self.model.weights):
+            print(f"tfps-trainer chief: partitioned: {line}", flush=True)
         # In object storage only this process reaches the job's files (parameter servers get neither the
         # credentials nor the endpoint settings): every checkpoint file is written from here.
         io_device = (
@@ -109,10 +122,13 @@ class Trainer:
         )
         batch_size = settings.batch_size
 
-        def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        def own_pipeline(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
             return prefetched(contract.dataset(input_context, batch_size, args))
 
+        dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset] = own_pipeline
         try:
+            if settings.data_service is not None:
+                dataset_fn = self._through_the_service(settings.data_service, batch_size, args)
             distributed = self.strategy.distribute_datasets_from_function(dataset_fn)
             self.iterator = iter(self.coordinator.create_per_worker_dataset(distributed))
         except TrainerError:
@@ -121,6 +137,28 @@ class Trainer:
             raise ContractFailure(
                 f"model module {contract.module_name!r}: dataset() failed: {type(exc).__name__}: {exc}"
             ) from exc
+
+    def _through_the_service(
+        self, ds: DataServiceSettings, batch_size: int, args: dict[str, Any]
+    ) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
+        """The module's whole dataset (one input pipeline), registered once with the job's tf.data service;
+        every training worker reads the job's one iteration of it (docs/data-service.md)."""
+        whole = modelio.call(
+            self.contract, "dataset", self.contract.dataset, tf.distribute.InputContext(1, 0, 1), batch_size, args
+        )
+        try:
+            read = data_service.registered_dataset_fn(ds, whole)
+        except tf.errors.OpError as exc:
+            raise LostClusterError(
+                f"cannot register the dataset with the tf.data service at {ds.dispatcher}: {_first_line(exc)[:300]}"
+            ) from None
+        mode = "dynamic sharding" if ds.processing_mode == "dynamic" else "no sharding (processingMode Off)"
+        print(
+            f"tfps-trainer chief: dataset {ds.dataset_id!r} registered with the tf.data service at {ds.dispatcher}; "
+            f"training workers read iteration {ds.iteration!r} with {mode}",
+            flush=True,
+        )
+        return lambda input_context: prefetched(read(input_context))
 
     # ---- the loop -------------------------------------------------------------------------
 
@@ -256,11 +294,12 @@ class Trainer:
             return TrainerError(f"training step failed: InvalidArgumentError: {_first_line(exc)[:300]}")
         return self._cluster_error(exc)
 
-    def _report(self, step: int, loss: float, rate: float) -> None:
+    def _report(self, step: int, loss: float, rate: float | None) -> None:
         self.progress.update(step=step, loss=loss, steps_per_second=rate)
         with self.writer.as_default():
             tensorboard_scalars.scalar("loss", loss, step)
-            tensorboard_scalars.scalar("steps_per_second", rate, step)
+            if rate is not None:
+                tensorboard_scalars.scalar("steps_per_second", rate, step)
 
     def _save(self, step: int) -> None:
         try:
@@ -319,10 +358,13 @@ class _ProgressReader(threading.Thread):
         self.trainer = trainer
         self.queue: queue.Queue = queue.Queue()
         self.lock = threading.Lock()
-        self.last_t, self.last_step = time.monotonic(), 0
+        self.rate = StepRate()
+        self.rate.reset(time.monotonic(), 0)
+        self.last_step = 0
 
     def reset(self, step: int) -> None:
-        self.last_t, self.last_step = time.monotonic(), step
+        self.rate.reset(time.monotonic(), step)
+        self.last_step = step
 
     def submit(self, step: int, remote_value: Any) -> None:
         self.queue.put((step, remote_value))
@@ -337,11 +379,10 @@ class _ProgressReader(threading.Thread):
 
     def report_now(self, step: int, loss: float) -> None:
         with self.lock:
-            now = time.monotonic()
             if step > self.last_step:
-                rate = (step - self.last_step) / max(now - self.last_t, 1e-9)
+                rate = self.rate.add(time.monotonic(), step)
                 self.trainer._report(step, loss, rate)
-                self.last_t, self.last_step = now, step
+                self.last_step = step
 
     def run(self) -> None:
         while True:
@@ -418,10 +459,6 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-STARTUP_TIMEOUT_ENV = "TFPS_STARTUP_TIMEOUT"
-"""Seconds the chief waits for its parameter servers to accept connections (default 600)."""
-
-
 def wait_for_parameter_servers(progress: Progress, stop: threading.Event | None = None) -> None:
     task = read_tf_config()
     timeout = float(os.environ.get(STARTUP_TIMEOUT_ENV, "600"))
@@ -432,6 +469,22 @@ def wait_for_parameter_servers(progress: Progress, stop: threading.Event | None 
     if missing:
         names = ", ".join(f"ps/{task.cluster['ps'].index(a)} ({a})" for a in missing)
         raise LostClusterError(f"parameter server(s) {names} not reachable after {timeout:g}s")
+    progress.update(message="")
+
+
+def wait_for_data_service(settings: JobSettings, progress: Progress, stop: threading.Event | None = None) -> None:
+    """A job with a tf.data service waits for its dispatcher as for its parameter servers; one that never
+    comes up fails the chief with its address, not a hang."""
+    ds = settings.data_service
+    if ds is None:
+        return
+    timeout = float(os.environ.get(STARTUP_TIMEOUT_ENV, "600"))
+    progress.update(message="waiting for the tf.data service dispatcher")
+    missing = wait_for_addresses([ds.dispatcher], timeout, stop=stop)
+    if stop is not None and stop.is_set():
+        raise PreemptedError("preempted (SIGTERM) while waiting for the tf.data service; nothing to save")
+    if missing:
+        raise LostClusterError(f"tf.data service dispatcher {ds.dispatcher} not reachable after {timeout:g}s")
     progress.update(message="")
 
 
@@ -458,6 +511,7 @@ def run(settings: JobSettings, contract: ModelContract, progress: Progress) -> s
     assert settings.steps is not None  # __main__ runs a model module only with a target step
     stop = stop_on_sigterm()
     wait_for_parameter_servers(progress, stop)
+    wait_for_data_service(settings, progress, stop)
     try:
         trainer = Trainer(settings, contract, progress, stop)
     except tf.errors.OpError as exc:

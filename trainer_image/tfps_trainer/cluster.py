@@ -10,7 +10,12 @@ from typing import Any
 from .errors import ConfigError
 
 TF_CONFIG_ENV = "TF_CONFIG"
-ROLES = ("chief", "ps", "worker", "evaluator")
+STARTUP_TIMEOUT_ENV = "TFPS_STARTUP_TIMEOUT"
+"""Seconds the chief waits for its parameter servers and the tf.data service's dispatcher, and a data worker for
+the dispatcher, to accept connections (default 600)."""
+ROLES = ("chief", "ps", "worker", "evaluator", "dispatcher", "dataworker")
+DATA_SERVICE_ROLES = ("dispatcher", "dataworker")
+"""The tf.data service's servers: never part of the training cluster."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,8 @@ def read_tf_config(environ: dict[str, str] | None = None) -> TaskConfig:
 
 def check_shape(task: TaskConfig, strategy: str) -> None:
     """The training cluster has the roles ``strategy`` needs: chief, ps and worker (ParameterServer), or
-    workers, an optional chief and no ps (MultiWorkerMirrored); the evaluator is never part of it."""
+    workers, an optional chief and no ps (MultiWorkerMirrored); the evaluator and the tf.data service are
+    never part of it."""
     if task.task_type not in ("chief", "ps", "worker"):
         return
     needed: tuple[str, ...]
@@ -87,6 +93,11 @@ def check_shape(task: TaskConfig, strategy: str) -> None:
             raise ConfigError(f"{TF_CONFIG_ENV}.cluster.{role}: unexpected; {what}")
     if "evaluator" in task.cluster:
         raise ConfigError(f"{TF_CONFIG_ENV}.cluster.evaluator: the evaluator must not be part of the training cluster")
+    for role in DATA_SERVICE_ROLES:
+        if role in task.cluster:
+            raise ConfigError(
+                f"{TF_CONFIG_ENV}.cluster.{role}: the tf.data service must not be part of the training cluster"
+            )
 
 
 def _is_address(value: object) -> bool:

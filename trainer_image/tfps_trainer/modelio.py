@@ -7,6 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from . import optimizers
 from .contract import ModelContract
 from .errors import ContractFailure
 
@@ -47,13 +48,16 @@ def sample_batch(contract: ModelContract, args: dict, n: int = 1) -> Any:
     return zeros
 
 
-def make_optimizer(contract: ModelContract, args: dict, variables: list) -> Any:
+def make_optimizer(contract: ModelContract, args: dict, variables: list) -> tuple[Any, str]:
+    """``optimizer(args)`` with its slots built, sparse where that gives the same result
+    (:mod:`.optimizers`); and a line for the log saying how it updates embedding rows."""
     opt = call(contract, "optimizer", contract.optimizer, args)
     if not hasattr(opt, "apply_gradients"):
         raise ContractFailure(
             f"model module {contract.module_name!r}: optimizer() must return a Keras optimizer, "
             f"got {type(opt).__name__}"
         )
+    swapped = optimizers.sparse_equivalent(opt)
     if hasattr(opt, "build") and not getattr(opt, "built", False):
         opt.build(variables)  # create slots now, inside the strategy scope (on the PS)
-    return opt
+    return opt, optimizers.describe(opt, swapped)

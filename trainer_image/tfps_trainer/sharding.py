@@ -19,7 +19,12 @@ from collections.abc import Iterable
 from typing import Any
 
 import keras
+import tensorflow as tf
 from tensorflow.python.distribute.sharded_variable import ShardedVariable  # no public alias in TF 2.21
+
+from tfps_wire.job_settings import PartitionerSettings
+
+from . import partitioning
 
 
 def backing(v: Any) -> Any:
@@ -81,16 +86,41 @@ def placement(variables: Iterable[Any]) -> dict[str, list[str]]:
     return out
 
 
-def describe(variables: Iterable[Any]) -> str:
-    """One line: the sharded variables and their shard devices (for the chief's log)."""
-    parts = []
-    for name, devices in placement(variables).items():
-        if len(devices) > 1:
-            short = ",".join(
-                d.split("/job:")[-1].split("/replica")[0] + "/" + d.split("task:")[-1].split("/")[0] for d in devices
+def partitioner(settings: PartitionerSettings | None) -> Any:
+    """The ``tf.distribute.experimental.partitioners`` object the job's settings name; None for none."""
+    if settings is None:
+        return None
+    name, kwargs = partitioning.constructor(settings)
+    return getattr(tf.distribute.experimental.partitioners, name)(**kwargs)
+
+
+def describe(variables: Iterable[Any]) -> list[str]:
+    """One line per variable split into shards (:func:`.partitioning.split_line`), for the chief's log."""
+    lines = []
+    for v in variables:
+        tv = backing(v)
+        if isinstance(tv, ShardedVariable) and len(tv.variables) > 1:
+            name = getattr(v, "path", None) or v.name
+            dtype = tf.as_dtype(tv.dtype)
+            lines.append(
+                partitioning.split_line(
+                    name,
+                    [int(d) for d in tv.shape],
+                    dtype.name,
+                    dtype.size,
+                    [int(s.shape[0]) for s in tv.variables],
+                    [s.device for s in tv.variables],
+                )
             )
-            parts.append(f"{name} -> {len(devices)} shards on {short}")
-    return "; ".join(parts) if parts else "no sharded variables"
+    return lines
 
 
-__all__ = ["backing", "describe", "is_sharded", "make_checkpointable", "optimizer_variables", "placement"]
+__all__ = [
+    "backing",
+    "describe",
+    "is_sharded",
+    "make_checkpointable",
+    "optimizer_variables",
+    "partitioner",
+    "placement",
+]

@@ -24,7 +24,11 @@ Schema (``schema: tfps.dev/export-manifest/v1``; all paths relative, POSIX, no `
                 ``bytes`` is the sum of its files and ``sha256`` is the SHA-256 of the text
                 ``"<sha256 of file>  <relative path>\\n"`` for every file sorted by path (the output
                 of ``sha256sum`` run inside it, sorted); ``files`` lists each file.
-    versions:   {python, numpy, tensorflow, keras, tf_keras?, tf2onnx, onnx, onnxruntime, ai-edge-litert}
+    versions:   {python, numpy, tensorflow, keras, tf_keras?, tf2onnx, onnx, onnxruntime, ai-edge-litert,
+                 protobuf, tfps-operator}: the libraries the export ran with
+    lineage:    what produced the model: the job's spec and its hash, the trainer image's digest, the
+                code, the end of training (:mod:`tfps_wire.lineage`); with ``checkpoint`` and ``versions``
+                above, the whole of it
 """
 
 from __future__ import annotations
@@ -41,7 +45,18 @@ from typing import Any
 from .safepaths import check_relative
 
 SCHEMA = "tfps.dev/export-manifest/v1"
-_DISTS = ("numpy", "tensorflow", "keras", "tf_keras", "tf2onnx", "onnx", "onnxruntime", "ai-edge-litert")
+_DISTS = (
+    "numpy",
+    "tensorflow",
+    "keras",
+    "tf_keras",
+    "tf2onnx",
+    "onnx",
+    "onnxruntime",
+    "ai-edge-litert",
+    "protobuf",
+    "tfps-operator",
+)
 
 
 def file_sha256(path: Path) -> str:
@@ -91,9 +106,11 @@ def build(
     complete: bool = True,
     samples: dict[str, Any] | None = None,
     source: dict[str, Any] | None = None,
+    lineage: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``checkpoint_path`` None: a script-mode program's saved model exported without a checkpoint;
-    ``source`` (script mode) says which saved model was exported."""
+    ``source`` (script mode) says which saved model was exported; ``lineage``: the section of
+    :func:`tfps_wire.lineage.manifest_section`."""
     if checkpoint_path is not None:
         check_relative(checkpoint_path, "manifest checkpoint.path")
     if source is not None:
@@ -117,6 +134,7 @@ def build(
         "artifacts": artifacts,
         "failed": failed or [],
         "versions": versions(),
+        **({"lineage": lineage} if lineage is not None else {}),
     }
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .uri import join
+
+M = TypeVar("M", bound=BaseModel)
 
 SETTINGS_ENV = "TFPS_JOB"
 """Environment variable carrying the JSON-encoded JobSettings."""
@@ -30,6 +32,9 @@ DEFAULT_PROGRESS_PORT = 8470
 DEFAULT_STEPS_PER_CLOSURE = 20
 """Training steps per scheduled closure (trainer_image/README.md, "Steps per closure", says why 20)."""
 MAX_STEPS_PER_CLOSURE = 1000
+
+DEFAULT_MIN_SHARD_BYTES = 256 << 10
+"""A min-size partitioner's smallest shard when the job names none (TensorFlow's MinSizePartitioner default)."""
 
 ExportFormat = Literal["savedmodel", "tflite", "onnx", "keras", "weights"]
 Quantization = Literal["none", "dynamic", "float16", "int8"]
@@ -46,11 +51,52 @@ class CheckpointSettings(_Frozen):
     keep: int = Field(default=3, ge=1)
 
 
-class PartitionerSettings(_Frozen):
-    """``tf.distribute.experimental.partitioners.MinSizePartitioner`` arguments; None = no partitioning."""
+PartitionerKind = Literal["fixed_shards", "min_size", "max_size"]
 
-    min_shard_bytes: int = Field(default=256 << 10, ge=1)
-    max_shards: int = Field(default=1, ge=1)
+PARTITIONER_ARGUMENTS: dict[PartitionerKind, tuple[str, ...]] = {
+    "fixed_shards": ("num_shards",),
+    "min_size": ("min_shard_bytes", "max_shards"),
+    "max_size": ("max_shard_bytes", "max_shards"),
+}
+"""The fields each kind reads, named as the TensorFlow partitioner's constructor names its arguments."""
+
+
+class PartitionerSettings(_Frozen):
+    """The partitioner the chief gives ParameterServerStrategy (``JobSettings.partitioner`` None: none),
+    one of ``tf.distribute.experimental.partitioners``; only the fields of ``kind`` may be set:
+
+    ================  ==========================================================================
+    ``fixed_shards``  ``FixedShardsPartitioner(num_shards)``
+    ``min_size``      ``MinSizePartitioner(min_shard_bytes, max_shards)``: the kind when none is named
+                      (settings written before there were kinds); unset fields take 256 KiB and 1
+    ``max_size``      ``MaxSizePartitioner(max_shard_bytes, max_shards)``: ``max_shards`` None: no limit
+    ================  ==========================================================================
+    """
+
+    kind: PartitionerKind = "min_size"
+    num_shards: int | None = Field(default=None, ge=1)
+    min_shard_bytes: int | None = Field(default=None, ge=1)
+    max_shard_bytes: int | None = Field(default=None, ge=1)
+    max_shards: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _fields_of_the_kind(self) -> PartitionerSettings:
+        allowed = PARTITIONER_ARGUMENTS[self.kind]
+        stray = [f for f in ("num_shards", "min_shard_bytes", "max_shard_bytes", "max_shards") if f not in allowed]
+        if extra := [f for f in stray if getattr(self, f) is not None]:
+            raise ValueError(f"{', '.join(extra)} do not apply to a {self.kind} partitioner")
+        if self.kind != "min_size" and getattr(self, allowed[0]) is None:
+            raise ValueError(f"a {self.kind} partitioner needs {allowed[0]}")
+        return self
+
+    def arguments(self) -> dict[str, int | None]:
+        """The TensorFlow partitioner's constructor arguments, each of ``kind``'s fields with its default
+        filled in (``min_size``: 256 KiB, 1 shard; ``max_size``: ``max_shards`` None, no limit)."""
+        args: dict[str, int | None] = {f: getattr(self, f) for f in PARTITIONER_ARGUMENTS[self.kind]}
+        if self.kind == "min_size":
+            args["min_shard_bytes"] = args["min_shard_bytes"] or DEFAULT_MIN_SHARD_BYTES
+            args["max_shards"] = args["max_shards"] or 1
+        return args
 
 
 class Tolerance(_Frozen):
@@ -121,6 +167,42 @@ class ScriptSettings(_Frozen):
         return {LEGACY_KERAS_ENV: "1" if self.keras == "legacy" else "0"}
 
 
+DATA_SERVICE_ENV = "TFPS_DATA_SERVICE"
+"""Script mode: the dispatcher's target, ``grpc://<host>:<port>``, for
+``tf.data.experimental.service.distribute`` or ``register_dataset``/``from_dataset_id`` (set only in a job with
+a tf.data service)."""
+DATA_SERVICE_MODE_ENV = "TFPS_DATA_SERVICE_MODE"
+"""Script mode: ``dynamic`` or ``off``, the name :func:`DataServiceSettings.sharding_policy` maps to TensorFlow's."""
+
+ProcessingMode = Literal["dynamic", "off"]
+
+
+class DataServiceSettings(_Frozen):
+    """The job's tf.data service (docs/data-service.md): where its dispatcher listens, how the dataset is
+    shared among the data workers, and the names every training process reads it under."""
+
+    dispatcher: str = Field(pattern=r"^[^:/\s]+:[0-9]{1,5}$")
+    """``host:port`` of the dispatcher (its pod's DNS name on a cluster, loopback under ``tfps run``)."""
+    processing_mode: ProcessingMode = "dynamic"
+    """``dynamic``: ``ShardingPolicy.DYNAMIC`` (splits, at most once per epoch); ``off``: ``ShardingPolicy.OFF``."""
+    work_dir: str
+    """The dispatcher's journal (fault-tolerant mode): ``<job root>/data-service``."""
+    dataset_id: str = Field(min_length=1)
+    """The id the chief registers the dataset under: the same after every restart, so the dataset is registered
+    once for the job's life."""
+    iteration: str = Field(min_length=1)
+    """The shared job name every training worker reads under (``from_dataset_id(job_name=...)``): one iteration
+    of the dataset for the whole job, which a restarted training cluster joins where it stood."""
+
+    @property
+    def target(self) -> str:
+        return f"grpc://{self.dispatcher}"
+
+    def script_env(self) -> dict[str, str]:
+        """What a script-mode program gets: :data:`DATA_SERVICE_ENV` and :data:`DATA_SERVICE_MODE_ENV`."""
+        return {DATA_SERVICE_ENV: self.target, DATA_SERVICE_MODE_ENV: self.processing_mode}
+
+
 class JobSettings(_Frozen):
     job_name: str
     namespace: str = "default"
@@ -146,6 +228,8 @@ class JobSettings(_Frozen):
     seed: int | None = None
     eval_batches: int = Field(default=10, ge=1)
     """Batches the evaluator runs per checkpoint."""
+    data_service: DataServiceSettings | None = None
+    """The job's tf.data service; None: each training worker runs the input pipeline itself."""
 
     def to_env(self) -> str:
         return self.model_dump_json()
@@ -157,15 +241,21 @@ class JobSettings(_Frozen):
         raw = env.get(SETTINGS_ENV)
         if not raw:
             raise SettingsError(f"{SETTINGS_ENV} is not set: the operator or `tfps run` must provide the job settings")
-        try:
-            return cls.model_validate(json.loads(raw))
-        except json.JSONDecodeError as exc:
-            raise SettingsError(f"{SETTINGS_ENV} is not valid JSON: {exc.msg} at position {exc.pos}") from None
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "<root>"
-            raise SettingsError(f"{SETTINGS_ENV}.{where}: {first['msg']}") from None
+        return from_json_env(cls, SETTINGS_ENV, raw)
 
 
 class SettingsError(ValueError):
     """The job settings are missing or malformed."""
+
+
+def from_json_env(model: type[M], env: str, raw: str) -> M:
+    """``model`` from ``raw``, the JSON value of the environment variable ``env``; raises
+    :class:`SettingsError` naming the variable and, for a bad field, its path."""
+    try:
+        return model.model_validate(json.loads(raw))
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"{env} is not valid JSON: {exc.msg} at position {exc.pos}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "<root>"
+        raise SettingsError(f"{env}.{where}: {first['msg']}") from None

@@ -39,6 +39,12 @@ mode) and by each Role (namespaced mode). Keep docs/install.md's RBAC table in s
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
+# KServe (spec.serving): a Succeeded job's InferenceService, read in its passes, created, or merge-patched
+# to a newer export; never listed, watched or deleted (it is not the job's child and outlives it). Granted
+# whether or not KServe is installed: a job says KServeNotInstalled until it is.
+- apiGroups: [serving.kserve.io]
+  resources: [inferenceservices]
+  verbs: [get, create, patch]
 {{- if .Values.gangScheduling.enabled }}
 # Gang scheduling: each job's PodGroup, watched and created (or adopted); it goes with the job by
 # garbage collection.

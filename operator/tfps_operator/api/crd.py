@@ -76,6 +76,13 @@ PRINTER_COLUMNS = [
     },
     {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "description": "Why the job waits or failed."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {
+        "name": "Data",
+        "type": "string",
+        "jsonPath": ".status.dataWorkers",
+        "description": "tf.data service: data workers running/asked, and 'no dispatcher' while it is not running.",
+        "priority": 1,
+    },
 ]
 
 

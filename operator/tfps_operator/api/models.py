@@ -10,6 +10,7 @@ so the API server and the client apply one set of rules.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal, NotRequired, Required, cast
@@ -19,8 +20,16 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 from typing_extensions import TypedDict
 
-from tfps_wire.job_settings import DEFAULT_PROGRESS_PORT, DEFAULT_STEPS_PER_CLOSURE, MAX_STEPS_PER_CLOSURE
+from tfps_wire.job_settings import (
+    DEFAULT_MIN_SHARD_BYTES,
+    DEFAULT_PROGRESS_PORT,
+    DEFAULT_STEPS_PER_CLOSURE,
+    MAX_STEPS_PER_CLOSURE,
+    PartitionerKind,
+)
 from tfps_wire.uri import URI_PATTERN
+
+from . import reserved
 
 GROUP = "tfps.dev"
 VERSION = "v1alpha1"
@@ -32,10 +41,20 @@ CATEGORIES = ("tfps",)
 API_VERSION: Final = "tfps.dev/v1alpha1"
 """``GROUP/VERSION``, spelled out so that its type is the literal the model's ``apiVersion`` accepts."""
 
-Role = Literal["chief", "ps", "worker", "evaluator"]
-ROLES: tuple[Role, ...] = ("chief", "ps", "worker", "evaluator")
-FIXED_ROLES: tuple[Role, ...] = ("chief", "evaluator")
+Role = Literal["chief", "ps", "worker", "evaluator", "dispatcher", "dataworker"]
+ROLES: tuple[Role, ...] = ("chief", "ps", "worker", "evaluator", "dispatcher", "dataworker")
+DATA_SERVICE_ROLES: tuple[Role, ...] = ("dispatcher", "dataworker")
+"""The tf.data service (docs/data-service.md): outside the training cluster, each with its own failure rule."""
+FIXED_ROLES: tuple[Role, ...] = ("chief", "evaluator", "dispatcher", "dataworker")
 """Roles whose count cannot change once the job has started; worker and ps counts resize a running job."""
+MAX_DATA_WORKERS = 100
+"""``<job>-dataworker-<index>`` (index < 100) is as long as ``<job>-evaluator-<index>`` (index < 1000)."""
+
+
+def replica_field(role: Role) -> str:
+    """The field of ``spec.replicas`` that holds ``role`` (the role names pods and labels: ``dataworker``)."""
+    return "dataWorker" if role == "dataworker" else role
+
 
 MAX_JOB_NAME = 49
 """``<job>-evaluator-<index>`` (index < 1000) must be a DNS label of at most 63 characters.
@@ -270,16 +289,35 @@ class ResourceRequirements(_Model):
     )
 
 
+_SCHEDULING_LABELS = f"['{reserved.POD_GROUP_LABEL}', '{reserved.KUEUE_QUEUE_LABEL}']"
+
+
 class ObjectMetaOverride(_Model):
     """Labels and annotations added to every pod of a replica type. Keys under ``tfps.dev/`` are the
-    operator's (it finds and counts its pods by them)."""
+    operator's (it finds and counts its pods by them); so is the gang scheduler's pod-group label, and
+    a pod's own Kueue queue label would have Kueue admit that pod alone (the job is queued whole)."""
 
     model_config = ConfigDict(
         json_schema_extra=_rules(
             cel(
-                "!has(self.labels) || self.labels.all(k, !k.startsWith('tfps.dev/'))",
-                "labels under tfps.dev/ are reserved for the operator",
+                f"!has(self.labels) || self.labels.all(k, !k.startsWith('{reserved.LABEL_PREFIX}'))",
+                f"labels under {reserved.LABEL_PREFIX} are reserved for the operator",
                 ".labels",
+            ),
+            cel(
+                f"!has(self.labels) || self.labels.all(k, !(k in {_SCHEDULING_LABELS}))",
+                f"{reserved.POD_GROUP_LABEL} is set by the operator (gang scheduling) and {reserved.KUEUE_QUEUE_LABEL} "
+                "goes on the job, not its pods (spec.runPolicy.schedulingPolicy.queue)",
+                ".labels",
+                f"self.labels.exists(k, k == '{reserved.POD_GROUP_LABEL}') ? '{reserved.POD_GROUP_LABEL}: set by "
+                "the operator when gang scheduling is on (spec.runPolicy.schedulingPolicy)' : "
+                f"'{reserved.KUEUE_QUEUE_LABEL}: queue the job, not its pods (spec.runPolicy.schedulingPolicy.queue "
+                "or the label on the PSTrainingJob): on a pod Kueue would admit that pod alone'",
+            ),
+            cel(
+                f"!has(self.annotations) || self.annotations.all(k, !k.startsWith('{reserved.LABEL_PREFIX}'))",
+                f"annotations under {reserved.LABEL_PREFIX} are reserved for the operator",
+                ".annotations",
             ),
         )
     )
@@ -301,7 +339,7 @@ class EnvVar(TypedDict, total=False):
                 min_length=1,
                 max_length=256,
                 pattern=ENV_NAME_PATTERN,
-                description="Variable name; TF_CONFIG and TFPS_* are reserved.",
+                description="Variable name; TF_CONFIG, HOME and TFPS_* are set by the operator.",
             ),
         ]
     ]
@@ -321,7 +359,9 @@ class VolumeMount(TypedDict, total=False):
                 min_length=1,
                 max_length=1024,
                 description=(
-                    "Where to mount it; not /, /tmp or the job's storage mountPath (the operator's own mounts)."
+                    "Where to mount it: an absolute path without '.', '..' or empty components; not /, /dev, "
+                    "and not at or under the job's storage mountPath, /tmp, /tfps-code, /var/run/secrets/tfps/storage "
+                    "(the operator's own mounts), /dev/termination-log, /proc or /sys."
                 ),
             ),
         ]
@@ -372,6 +412,69 @@ def _security_context_schema(description: str, *, container: bool) -> dict[str, 
     }
 
 
+MAX_VOLUMES = 128
+"""Most extra volumes of a template: bounds the CEL cost of the volume-name rule."""
+_VOLUME_SCHEMA = {
+    "type": "object",
+    "x-kubernetes-preserve-unknown-fields": True,
+    "properties": {"name": {"type": "string", "maxLength": 253}},
+}
+_RESERVED_VOLUMES = str(list(reserved.VOLUMES))
+
+
+def _reserved_env(n: str) -> str:
+    """CEL: environment variable name ``n`` is one the operator sets."""
+    return f"({n} in {list(reserved.ENV)} || {n}.startsWith('{reserved.ENV_PREFIX}'))"
+
+
+def _first_of(items: str, field: str, bad: str, text: str) -> str:
+    """A messageExpression: ``text`` (CEL, of ``x``) for the first ``field`` of ``items`` for which ``bad``
+    (CEL, of ``x``) holds. The fields are mapped out before filtering: the API server's cost estimate
+    keeps their maxLength that way, and not through a filter of the objects."""
+    return f"{items}.map(i, {field}).filter(x, {bad}).map(x, {text})[0]"
+
+
+def _cel_map(entries: dict[str, str]) -> str:
+    """A CEL map literal of strings (JSON's string syntax is CEL's)."""
+    return "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in entries.items()) + "}"
+
+
+def _clean_path(p: str) -> str:
+    """CEL: ``p`` is absolute, without ``.``, ``..`` or empty components (a trailing ``/`` is allowed), so
+    comparing it with a path by prefix is exact."""
+    return f"({p}.startsWith('/') && !{p}.contains('//') && !{p}.matches('/[.][.]?(/|$)'))"
+
+
+def _at_or_under(p: str, d: str) -> str:
+    """CEL: path ``p`` is ``d`` or inside it (``d`` a CEL string without a trailing ``/``)."""
+    return f"({p} == {d} || {p}.startsWith({d} + '/'))"
+
+
+_TEMPLATE_MOUNT_PATHS = _cel_map(reserved.TEMPLATE_MOUNT_FORBIDDEN)
+_OVER_ROOT_OR_DEV = "['/', '/dev', '/dev/']"
+
+
+def _template_mount_taken(p: str) -> str:
+    """CEL: a template's mount at ``p`` is over / or /dev, or at or under a path the operator relies on."""
+    return f"({p} in {_OVER_ROOT_OR_DEV} || {_TEMPLATE_MOUNT_PATHS}.exists(d, {_at_or_under(p, 'd')}))"
+
+
+def _template_mount_why(p: str) -> str:
+    """CEL: why a template may not mount at ``p`` (one for which :func:`_template_mount_taken` holds)."""
+    return (
+        f'{p} in {_OVER_ROOT_OR_DEV} ? {p} + ": must not mount over the container\'s / or /dev" : '
+        f"{_TEMPLATE_MOUNT_PATHS}.filter(d, {_at_or_under(p, 'd')}).map(d, {p} + "
+        f"': must not be at or under ' + d + ' (' + {_TEMPLATE_MOUNT_PATHS}[d] + ')')[0]"
+    )
+
+
+_TEMPLATE_MOUNT_MESSAGE = (
+    "must not mount over /, /dev, or at or under /tmp (the trainer's scratch space and HOME), /tfps-code (the "
+    "code mount), /var/run/secrets/tfps/storage (the storage credentials), /dev/termination-log (where the "
+    "operator reads each container's verdict), /proc or /sys"
+)
+
+
 _INIT_CONTAINER_SCHEMA = {
     "type": "object",
     "x-kubernetes-preserve-unknown-fields": True,
@@ -385,7 +488,7 @@ _INIT_CONTAINER_SCHEMA = {
             "items": {
                 "type": "object",
                 "x-kubernetes-preserve-unknown-fields": True,
-                "properties": {"hostPort": {"type": "integer"}},
+                "properties": {"hostPort": {"type": "integer"}, "containerPort": {"type": "integer"}},
                 **_rules(
                     cel(
                         "!has(self.hostPort) || self.hostPort == 0",
@@ -407,20 +510,53 @@ class PodSpecOverride(_Model):
     API server (a dry-run of every pod) before any pod of a run is created: a template it finds invalid,
     or that PodSecurity forbids, fails the job as InvalidSpec with the server's message, and nothing is
     created. A create refused for a passing reason (an exceeded quota) does not fail the job: it is
-    retried with back-off (condition Created=False, reason CreateFailed). Mounts over /, /tmp or the
-    storage mountPath are refused here."""
+    retried with back-off (condition Created=False, reason CreateFailed). What the operator's pods rely on
+    is refused here (:mod:`.reserved`): its environment variables, volume names, container name and
+    mount paths."""
 
     model_config = ConfigDict(
         json_schema_extra=_rules(
             cel(
-                "!has(self.env) || self.env.all(e, e.name != 'TF_CONFIG' && !e.name.startsWith('TFPS_'))",
-                "TF_CONFIG and TFPS_* environment variables are reserved for the operator",
+                f"!has(self.env) || self.env.all(e, !{_reserved_env('e.name')})",
+                "TF_CONFIG, HOME and TFPS_* environment variables are set by the operator",
                 ".env",
+                _first_of(
+                    "self.env", "i.name", _reserved_env("x"), 'x + ": set by the operator (TF_CONFIG, HOME and TFPS_*)"'
+                ),
             ),
             cel(
-                "!has(self.initContainers) || self.initContainers.all(c, has(c.name) && c.name != 'trainer')",
-                "every init container needs a name other than trainer (the operator's container)",
+                "!has(self.initContainers) || self.initContainers.all(c, has(c.name) && "
+                f"c.name != '{reserved.CONTAINER}')",
+                f"every init container needs a name other than {reserved.CONTAINER} (the operator's container)",
                 ".initContainers",
+            ),
+            cel(
+                f"!has(self.volumes) || self.volumes.all(v, !has(v.name) || !(v.name in {_RESERVED_VOLUMES}))",
+                f"the volume names {', '.join(reserved.VOLUMES)} are the operator's",
+                ".volumes",
+                _first_of(
+                    "self.volumes",
+                    "has(i.name) ? i.name : ''",
+                    f"x in {_RESERVED_VOLUMES}",
+                    f'x + ": the operator names its own volumes so ({", ".join(reserved.VOLUMES)}): pick another name"',
+                ),
+            ),
+            cel(
+                f"!has(self.volumeMounts) || self.volumeMounts.all(m, {_clean_path('m.mountPath')})",
+                "mountPath must be an absolute path without '.', '..' or empty components",
+                ".volumeMounts",
+                _first_of(
+                    "self.volumeMounts",
+                    "i.mountPath",
+                    f"!{_clean_path('x')}",
+                    "x + \": must be an absolute path without '.', '..' or empty components\"",
+                ),
+            ),
+            cel(
+                f"!has(self.volumeMounts) || self.volumeMounts.all(m, !{_template_mount_taken('m.mountPath')})",
+                _TEMPLATE_MOUNT_MESSAGE,
+                ".volumeMounts",
+                _first_of("self.volumeMounts", "i.mountPath", _template_mount_taken("x"), _template_mount_why("x")),
             ),
         )
     )
@@ -434,7 +570,13 @@ class PodSpecOverride(_Model):
         max_length=128,
         description="Extra container env (core/v1 EnvVar); TF_CONFIG and TFPS_* are reserved.",
     )
-    volumes: list[dict[str, Any]] | None = Field(default=None, description="Extra pod volumes (core/v1 Volume).")
+    volumes: list[Annotated[dict[str, Any], WithJsonSchema(_VOLUME_SCHEMA)]] | None = Field(
+        default=None,
+        max_length=MAX_VOLUMES,
+        description=(
+            "Extra pod volumes (core/v1 Volume); not named storage, tmp, code or storage-credentials (the operator's)."
+        ),
+    )
     volume_mounts: list[VolumeMount] | None = Field(
         default=None,
         max_length=MAX_VOLUME_MOUNTS,
@@ -514,7 +656,7 @@ class PodTemplateOverride(_Model):
 
 
 class ReplicaSpec(_Model):
-    """One replica type (chief, ps, worker or evaluator)."""
+    """One replica type (chief, ps, worker, evaluator, dispatcher or dataWorker)."""
 
     replicas: int = Field(
         default=1,
@@ -587,8 +729,8 @@ class WorkerReplicaSpec(ReplicaSpec):
     )
 
 
-def _template_program_rule(role: str) -> dict[str, str]:
-    r = f"self.replicas.{role}"
+def _template_program_rule(role: Role) -> dict[str, str]:
+    r = f"self.replicas.{replica_field(role)}"
     t = f"{r}.template.spec"
     return cel(
         f"has(self.model.command) || {_unset(role)}!has({r}.template) || !has({t})"
@@ -598,18 +740,47 @@ def _template_program_rule(role: str) -> dict[str, str]:
     )
 
 
+def _data_service_program_rule(role: Role) -> dict[str, str]:
+    field = replica_field(role)
+    t = f"self.{field}.template.spec"
+    return cel(
+        f"!has(self.{field}.template) || !has({t}) || (!has({t}.command) && !has({t}.args))",
+        "the tf.data service runs the trainer image's own servers: no command or args",
+        f".{field}.template.spec.command",
+    )
+
+
 class Replicas(_Model):
     """The replica types of the job. The training cluster is chief + ps + worker (ParameterServer) or
     workers and an optional chief (MultiWorkerMirrored); the evaluator runs beside it, outside the
     training cluster. Once the job has started, worker and ps counts may change (a resize) and chief and
     evaluator counts may not. ``chief`` and ``ps`` left
     out take their strategy's default (ParameterServer: 1 each; MultiWorkerMirrored: none), filled in
-    when the job is read."""
+    when the job is read. ``dispatcher`` and ``dataWorker`` are the job's tf.data service
+    (docs/data-service.md): one dispatcher and its data workers, both or neither."""
 
     model_config = ConfigDict(
         json_schema_extra=_rules(
             cel("self.worker.replicas >= 1", "must be ≥ 1: a job needs a worker", ".worker.replicas"),
             cel("self.evaluator.replicas <= 1", "must be 0 or 1", ".evaluator.replicas"),
+            cel("self.dispatcher.replicas <= 1", "must be 0 or 1", ".dispatcher.replicas"),
+            cel(
+                f"self.dataWorker.replicas <= {MAX_DATA_WORKERS}",
+                f"must be at most {MAX_DATA_WORKERS}: pod names <job>-dataworker-<index> are DNS labels",
+                ".dataWorker.replicas",
+            ),
+            cel(
+                "self.dataWorker.replicas == 0 || self.dispatcher.replicas == 1",
+                "must be 1: data workers (spec.replicas.dataWorker) need a dispatcher",
+                ".dispatcher.replicas",
+            ),
+            cel(
+                "self.dispatcher.replicas == 0 || self.dataWorker.replicas >= 1",
+                "must be ≥ 1: a dispatcher (spec.replicas.dispatcher) needs data workers",
+                ".dataWorker.replicas",
+            ),
+            _data_service_program_rule("dispatcher"),
+            _data_service_program_rule("dataworker"),
             cel(
                 "!has(self.worker.minReplicas) || self.worker.minReplicas <= self.worker.replicas",
                 "must not exceed spec.replicas.worker.replicas",
@@ -642,12 +813,27 @@ class Replicas(_Model):
         default_factory=lambda: ReplicaSpec(replicas=0),
         description="Optional side-car evaluator (0 or 1); it evaluates every new checkpoint.",
     )
+    dispatcher: ReplicaSpec = Field(
+        default_factory=lambda: ReplicaSpec(replicas=0),
+        description=(
+            "The tf.data service's dispatcher (0 or 1; with data workers): fault-tolerant, its journal in "
+            "<storage>/<namespace>/<job>/data-service; recreated alone when it fails (docs/data-service.md)."
+        ),
+    )
+    data_worker: ReplicaSpec = Field(
+        default_factory=lambda: ReplicaSpec(replicas=0),
+        description=(
+            "The tf.data service's data workers (0 to 100; with a dispatcher): they run the model module's input "
+            "pipeline for every training worker; a failed one is recreated alone while training goes on. Pods "
+            "<job>-dataworker-<index>, status.replicaStatuses.dataworker."
+        ),
+    )
 
     def of(self, role: Role) -> ReplicaSpec:
         """The spec of ``role`` (every role has one once the job is validated: see ``PSTrainingJobSpec``)."""
-        spec = getattr(self, role)
+        spec = getattr(self, "data_worker" if role == "dataworker" else role)
         if spec is None:
-            raise ValueError(f"spec.replicas.{role} is not filled in: validate the job first")
+            raise ValueError(f"spec.replicas.{replica_field(role)} is not filled in: validate the job first")
         return cast(ReplicaSpec, spec)
 
 
@@ -765,10 +951,99 @@ class CheckpointPolicy(_Model):
 
 
 class VariablePartitioner(_Model):
-    """Shard large variables across PS (tf.distribute.experimental.partitioners.MinSizePartitioner)."""
+    """How ParameterServerStrategy splits a variable into shards along its first axis (the rows of an
+    embedding table), placed on the parameter servers in turn, one of TensorFlow's three partitioners
+    (tf.distribute.experimental.partitioners), picked by the field set: fixedShards (FixedShardsPartitioner:
+    every variable in that many shards, small ones too), maxShardBytes (MaxSizePartitioner: the fewest
+    shards of at most that size, up to maxShards), or minShardBytes and/or maxShards alone (MinSizePartitioner,
+    the default: the most shards of at least minShardBytes, up to maxShards). A variable never gets more
+    shards than rows, and scalars are never split. More shards than parameter servers is allowed: shards go
+    to the parameter servers round robin, so a server holds several (a checkpoint restores into any
+    parameter server count and any split)."""
 
-    min_shard_bytes: int = Field(default=262144, ge=1, description="Minimum bytes per shard.")
-    max_shards: int = Field(default=1, ge=1, le=1000, description="Maximum shards per variable (usually the PS count).")
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            cel(
+                "!has(self.fixedShards) || (!has(self.minShardBytes) && !has(self.maxShardBytes))",
+                "cannot be set with minShardBytes or maxShardBytes: fixedShards picks FixedShardsPartitioner, "
+                "minShardBytes MinSizePartitioner, maxShardBytes MaxSizePartitioner; set one of them",
+                ".fixedShards",
+            ),
+            cel(
+                "!has(self.minShardBytes) || !has(self.maxShardBytes)",
+                "cannot be set with minShardBytes: maxShardBytes picks MaxSizePartitioner, minShardBytes "
+                "MinSizePartitioner; set one of them",
+                ".maxShardBytes",
+            ),
+            cel(
+                "!has(self.fixedShards) || !has(self.maxShards)",
+                "does not apply with fixedShards, which is the shard count itself: maxShards bounds the shards "
+                "of minShardBytes or maxShardBytes",
+                ".maxShards",
+            ),
+        )
+    )
+
+    fixed_shards: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description=(
+            "FixedShardsPartitioner: split every variable of rank 1 or more into this many shards (fewer when it "
+            "has fewer rows), large or small. Not with maxShards."
+        ),
+    )
+    min_shard_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "MinSizePartitioner (also picked when only maxShards is set): the most shards, up to maxShards, that "
+            f"keep each at least this many bytes; {DEFAULT_MIN_SHARD_BYTES} (256 KiB) when unset."
+        ),
+    )
+    max_shard_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "MaxSizePartitioner: the fewest shards that keep each at most this many bytes; with maxShards "
+            "reached, shards grow past it. Without maxShards a small value splits a large table into many shards."
+        ),
+    )
+    max_shards: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description=(
+            "Most shards per variable, often the parameter server count. Unset: 1 for the min-size partitioner "
+            "(nothing is split), no limit with maxShardBytes. Not with fixedShards."
+        ),
+    )
+
+    @property
+    def kind(self) -> PartitionerKind:
+        """The partitioner the fields pick (one at most is set, a CEL rule says)."""
+        if self.fixed_shards is not None:
+            return "fixed_shards"
+        if self.max_shard_bytes is not None:
+            return "max_size"
+        return "min_size"
+
+
+ProcessingMode = Literal["Dynamic", "Off"]
+
+
+class DataServiceSpec(_Model):
+    """How a model module's dataset is distributed through the job's tf.data service (docs/data-service.md)."""
+
+    processing_mode: ProcessingMode = Field(
+        default="Dynamic",
+        description=(
+            "Dynamic (the default): the dispatcher hands the dataset out in splits, each element to one data "
+            "worker: at most once per epoch through every restart and fault, elements in flight at a fault are "
+            "skipped, never repeated (tf.data ShardingPolicy.DYNAMIC). Off: every data worker runs the whole "
+            "dataset (ShardingPolicy.OFF): no visitation guarantee; a data worker that restarts begins again."
+        ),
+    )
 
 
 class TrainingSpec(_Model):
@@ -811,7 +1086,11 @@ class TrainingSpec(_Model):
         default=False, description="Stop with a clear reason on NaN/Inf instead of checkpointing garbage."
     )
     variable_partitioner: VariablePartitioner | None = Field(
-        default=None, description="Shard large variables across the PS; none when unset."
+        default=None,
+        description=(
+            "Split variables into shards across the PS (a model module's chief; a program of your own builds its "
+            "own strategy); nothing is split when unset."
+        ),
     )
     port: int = Field(
         default=2222,
@@ -823,6 +1102,13 @@ class TrainingSpec(_Model):
         ),
     )
     seed: int | None = Field(default=None, ge=0, description="Random seed for reproducible runs.")
+    data_service: DataServiceSpec | None = Field(
+        default=None,
+        description=(
+            "The tf.data service's settings; with spec.replicas.dispatcher and dataWorker set it defaults to "
+            "processingMode Dynamic."
+        ),
+    )
 
 
 class VolumeClaimTemplate(_Model):
@@ -853,10 +1139,22 @@ class VolumeClaimTemplate(_Model):
     )
 
 
+_OBJECT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+"""A Kubernetes object name (DNS-1123 subdomain): lower-case letters, digits, '-' and '.'."""
+
+_STORAGE_PATH_TAKEN = _cel_map(reserved.STORAGE_PATH_FORBIDDEN)
+"""CEL map: the paths the job's volume must neither cover nor sit in, and what each is."""
+
+
+def _overlaps(p: str, d: str) -> str:
+    """CEL: path ``p`` is ``d``, inside it, or above it (both without a trailing ``/``)."""
+    return f"({_at_or_under(p, d)} || {d}.startsWith({p} + '/'))"
+
+
 class SecretKeyRef(_Model):
     """One key of a Secret in the job's namespace."""
 
-    name: str = Field(min_length=1, max_length=253, description="The Secret's name.")
+    name: str = Field(min_length=1, max_length=253, pattern=_OBJECT_NAME_PATTERN, description="The Secret's name.")
     key: str = Field(
         default="key.json", min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$", description="The key in it."
     )
@@ -886,6 +1184,26 @@ class StorageSpec(_Model):
                 "only with spec.storage.uri (object storage credentials)",
                 ".credentialsSecret",
             ),
+            cel(
+                "self.mountPath != '/'",
+                "must not be /: the job's volume would hide the container's whole filesystem",
+                ".mountPath",
+            ),
+            cel(
+                f"self.mountPath == '/' || ({_clean_path('self.mountPath')} && !self.mountPath.endsWith('/'))",
+                "must be an absolute path without a trailing '/' and without '.', '..' or empty components",
+                ".mountPath",
+            ),
+            cel(
+                f"!{_STORAGE_PATH_TAKEN}.exists(d, {_overlaps('self.mountPath', 'd')})",
+                "must not be at, under or above a system directory (/bin, /dev, /etc, /lib, /proc, /run, /sbin, "
+                "/sys, /usr, /var/run...), /tmp, /tfps-code, /var/run/secrets/tfps/storage or /opt/tfps: the job's "
+                "volume would hide what the trainer needs there",
+                ".mountPath",
+                f"{_STORAGE_PATH_TAKEN}.filter(d, {_overlaps('self.mountPath', 'd')}).map(d, "
+                "'must not be at, under or above ' + d + ' (' + "
+                f'{_STORAGE_PATH_TAKEN}[d] + "): the job\'s volume would hide it")[0]',
+            ),
         )
     )
 
@@ -893,6 +1211,7 @@ class StorageSpec(_Model):
         default=None,
         min_length=1,
         max_length=253,
+        pattern=_OBJECT_NAME_PATTERN,
         description="An existing PersistentVolumeClaim in the job's namespace.",
     )
     volume_claim_template: VolumeClaimTemplate | None = Field(
@@ -916,7 +1235,15 @@ class StorageSpec(_Model):
         ),
     )
     mount_path: str = Field(
-        default="/tfps", pattern=r"^/[^:]*$", max_length=1024, description="Where the volume is mounted."
+        default="/tfps",
+        pattern=r"^/[^:]*$",
+        max_length=1024,
+        description=(
+            "Where the volume is mounted in every pod: an absolute path without a trailing '/' and without '.', "
+            "'..' or empty components; not /, and not at, under or above a system directory (/bin, /boot, /dev, "
+            "/etc, /lib, /lib32, /lib64, /libx32, /proc, /run, /sbin, /sys, /usr, /var/run), /tmp, /tfps-code, "
+            "/var/run/secrets/tfps/storage or /opt/tfps (the trainer's own mounts and Python environment)."
+        ),
     )
 
 
@@ -1166,14 +1493,46 @@ class RunPolicy(_Model):
     )
 
 
-def _mount_rule(role: str) -> dict[str, str]:
-    t = f"self.replicas.{role}.template"
+def _mount_rule(role: Role) -> dict[str, str]:
+    t = f"self.replicas.{replica_field(role)}.template"
     mounts = f"{t}.spec.volumeMounts"
-    reserved = "[self.storage.mountPath, self.storage.mountPath + '/', '/', '/tmp', '/tmp/']"
+    taken = _at_or_under("m.mountPath", "self.storage.mountPath")
+    why = "the job's volume is mounted there (checkpoints, exports, TensorBoard logs)"
     return cel(
-        f"{_unset(role)}!has({t}) || !has({t}.spec) || !has({mounts}) || {mounts}.all(m, !(m.mountPath in {reserved}))",
-        "must not mount over /, /tmp or spec.storage.mountPath (the operator's own mounts)",
-        f".replicas.{role}.template.spec.volumeMounts",
+        f"{_unset(role)}!has({t}) || !has({t}.spec) || !has({mounts}) || {mounts}.all(m, !{taken})",
+        f"must not mount at or under spec.storage.mountPath: {why}",
+        f".replicas.{replica_field(role)}.template.spec.volumeMounts",
+        _first_of(
+            mounts,
+            "i.mountPath",
+            _at_or_under("x", "self.storage.mountPath"),
+            f'x + ": must not be at or under spec.storage.mountPath (" + self.storage.mountPath + "): {why}"',
+        ),
+    )
+
+
+def _credentials_env_rule(role: Role) -> dict[str, str]:
+    t = f"self.replicas.{replica_field(role)}.template"
+    env = f"{t}.spec.env"
+    return cel(
+        f"!has(self.storage.credentialsSecret) || {_unset(role)}!has({t}) || !has({t}.spec) || !has({env})"
+        f" || {env}.all(e, e.name != '{reserved.CREDENTIALS_ENV}')",
+        f"{reserved.CREDENTIALS_ENV} is set by the operator to the key of spec.storage.credentialsSecret: "
+        "leave it out here, or leave out credentialsSecret",
+        f".replicas.{replica_field(role)}.template.spec.env",
+    )
+
+
+def _init_ports_rule(role: Role) -> dict[str, str]:
+    t = f"self.replicas.{replica_field(role)}.template"
+    inits = f"{t}.spec.initContainers"
+    ours = f"(p.containerPort == self.training.port || p.containerPort == {DEFAULT_PROGRESS_PORT})"
+    return cel(
+        f"{_unset(role)}!has({t}) || !has({t}.spec) || !has({inits})"
+        f" || {inits}.all(c, !has(c.ports) || c.ports.all(p, !has(p.containerPort) || !{ours}))",
+        f"an init container must not take the trainer's ports: spec.training.port (the TensorFlow server) "
+        f"or {DEFAULT_PROGRESS_PORT} (the progress and metrics port); the pod's containers share one network",
+        f".replicas.{replica_field(role)}.template.spec.initContainers",
     )
 
 
@@ -1183,7 +1542,7 @@ def _count(role: Role, spec: str = "self") -> str:
     r = f"{spec}.replicas"
     if role in ("chief", "ps"):
         return f"(has({r}.{role}) ? {r}.{role}.replicas : ({_MWMS.replace('self', spec)} ? 0 : 1))"
-    return f"{r}.{role}.replicas"
+    return f"{r}.{replica_field(role)}.replicas"
 
 
 def _unset(role: str) -> str:
@@ -1197,8 +1556,12 @@ _PODS = f"({' + '.join(_count(r) for r in ROLES)})"
 _MIN_WORKERS = (
     "(has(self.replicas.worker.minReplicas) ? self.replicas.worker.minReplicas : self.replicas.worker.replicas)"
 )
-_GANG_MINIMUM = f"{_MWMS} ? {_count('chief')} + {_MIN_WORKERS} : {_count('chief')} + {_count('ps')}"
-"""CEL: the pods without which the job cannot train (all-reduce needs every worker it runs with)."""
+_DATA_SERVICE_MINIMUM = f"{_count('dispatcher')} + ({_count('dataworker')} > 0 ? 1 : 0)"
+_GANG_MINIMUM = (
+    f"({_MWMS} ? {_count('chief')} + {_MIN_WORKERS} : {_count('chief')} + {_count('ps')}) + {_DATA_SERVICE_MINIMUM}"
+)
+"""CEL: the pods without which the job cannot train (all-reduce needs every worker it runs with; a job with a
+tf.data service needs its dispatcher and a data worker)."""
 
 
 class ScrapePeer(_Model):
@@ -1224,12 +1587,79 @@ class MetricsSpec(_Model):
     )
 
 
+ServingRuntime = Literal["tensorflow", "onnx"]
+SERVING_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+"""An InferenceService name: a DNS-1035 label (KServe names its predictor's Deployment and Service after it)."""
+SERVING_NAME_MAX = 53
+"""Longest InferenceService name: its ``-predictor`` Service must stay within a 63-character label."""
+
+
+class ServingSpec(_Model):
+    """Serve the verified export with KServe: once the export is complete and the runtime's format passed
+    verification, the operator creates (or rolls forward) an InferenceService in RawDeployment mode whose
+    storage URI is that export's version in the layout the runtime reads. The InferenceService is not owned
+    by the job (a served model outlives its training job): a later job naming the same InferenceService
+    rolls it forward to its own export; delete it yourself when the model is retired."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            cel(
+                "!has(self.maxReplicas) || self.maxReplicas >= self.minReplicas",
+                "must be at least minReplicas",
+                ".maxReplicas",
+            ),
+        )
+    )
+
+    runtime: ServingRuntime = Field(
+        default="tensorflow",
+        description=(
+            "tensorflow: the SavedModel, served by KServe's TensorFlow Serving runtime (savedmodel must be a "
+            "required export format); onnx: model.onnx, served by KServe's Triton runtime as model 'model' (onnx "
+            "must be a required export format)."
+        ),
+    )
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=SERVING_NAME_MAX,
+        pattern=SERVING_NAME_PATTERN,
+        description="The InferenceService's name in the job's namespace; default: the job's name.",
+    )
+    min_replicas: int = Field(default=1, ge=1, le=1000, description="Fewest predictor pods.")
+    max_replicas: int | None = Field(
+        default=None, ge=1, le=1000, description="Most predictor pods (KServe's autoscaling); default: minReplicas."
+    )
+    resources: ResourceRequirements | None = Field(
+        default=None, description="Resources of the predictor's model server container; default: the runtime's."
+    )
+    service_account_name: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=_OBJECT_NAME_PATTERN,
+        description=(
+            "The predictor pods' ServiceAccount: with spec.storage.uri, one whose credentials (workload identity, "
+            "or KServe's storage secret annotations) read the bucket for KServe's storage initializer."
+        ),
+    )
+
+
+_REQUIRED = "(has(self.export.required) ? self.export.required : {default})"
+
+
+def _required_has(fmt: str) -> str:
+    """CEL: ``fmt`` is among the export's required formats (``spec.export.required``, else its default: savedmodel
+    when it is among formats, else every format; :meth:`ExportSpec.required_formats`)."""
+    default = "(self.export.formats.exists(f, f == 'savedmodel') ? ['savedmodel'] : self.export.formats)"
+    return f"{_REQUIRED.format(default=default)}.exists(f, f == '{fmt}')"
+
+
 class PSTrainingJobSpec(_Model):
     """A TensorFlow parameter-server training job."""
 
     model_config = ConfigDict(
         json_schema_extra=_rules(
-            *[_template_program_rule(r) for r in ROLES],
+            *[_template_program_rule(r) for r in ROLES if r not in DATA_SERVICE_ROLES],
             cel(
                 "has(self.model.command) || has(self.training.steps)",
                 "required for a model module (the step the trainer trains to)",
@@ -1244,6 +1674,8 @@ class PSTrainingJobSpec(_Model):
                 ".training.checkpoint",
             ),
             *(_mount_rule(role) for role in ROLES),
+            *(_credentials_env_rule(role) for role in ROLES),
+            *(_init_ports_rule(role) for role in ROLES),
             cel(
                 "!has(self.model.command) || !has(self.storage.uri)",
                 "script mode (spec.model.command) needs a volume: its checkpoints are followed on a filesystem; "
@@ -1253,14 +1685,15 @@ class PSTrainingJobSpec(_Model):
             cel(
                 f"!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
                 f" || self.runPolicy.schedulingPolicy.minAvailable <= {_PODS}",
-                "must not exceed the job's pods (chief + ps + worker + evaluator replicas)",
+                "must not exceed the job's pods (chief + ps + worker + evaluator + dispatcher + dataWorker replicas)",
                 ".runPolicy.schedulingPolicy.minAvailable",
             ),
             cel(
                 "!has(self.runPolicy.schedulingPolicy) || !has(self.runPolicy.schedulingPolicy.minAvailable)"
                 f" || self.runPolicy.schedulingPolicy.minAvailable >= ({_GANG_MINIMUM})",
                 "must be at least chief + ps replicas (ParameterServer) or chief + worker replicas (minReplicas "
-                "of an elastic job; MultiWorkerMirrored): the job cannot train without them",
+                "of an elastic job; MultiWorkerMirrored), and the dispatcher and one data worker of a tf.data "
+                "service: the job cannot train without them",
                 ".runPolicy.schedulingPolicy.minAvailable",
             ),
             cel(
@@ -1290,9 +1723,37 @@ class PSTrainingJobSpec(_Model):
                 ".strategy",
             ),
             cel(
+                "!has(self.training.dataService) || self.replicas.dispatcher.replicas == 1",
+                "a tf.data service needs its servers: set spec.replicas.dispatcher (1) and spec.replicas.dataWorker",
+                ".training.dataService",
+            ),
+            cel(
                 f"{_MWMS} || self.runPolicy.successPolicy != 'AllWorkers'",
                 "AllWorkers is for MultiWorkerMirrored jobs: a ParameterServer job succeeds with its chief",
                 ".runPolicy.successPolicy",
+            ),
+            cel(
+                "!has(self.serving) || self.export.enabled",
+                "serving needs spec.export.enabled: only a verified export is served",
+                ".serving",
+            ),
+            cel(
+                f"!has(self.serving) || self.serving.runtime != 'tensorflow' || {_required_has('savedmodel')}",
+                "runtime tensorflow serves the SavedModel: savedmodel must be among spec.export.required (its "
+                "default when savedmodel is among spec.export.formats)",
+                ".serving.runtime",
+            ),
+            cel(
+                f"!has(self.serving) || self.serving.runtime != 'onnx' || {_required_has('onnx')}",
+                "runtime onnx serves model.onnx: onnx must be among spec.export.required (unset, required is "
+                "savedmodel when it is among formats, else every format)",
+                ".serving.runtime",
+            ),
+            cel(
+                "!has(self.serving) || !has(self.storage.volumeClaimTemplate)",
+                "a served model outlives its training job, and a volumeClaimTemplate's claim is deleted with the "
+                "job: serve from spec.storage.claimName (a claim you keep) or spec.storage.uri",
+                ".serving",
             ),
         )
     )
@@ -1312,7 +1773,10 @@ class PSTrainingJobSpec(_Model):
         default=None, max_length=1024, description="Trainer image; the operator's default when empty."
     )
     model: ModelSpec = Field(description="The model module and its arguments, or your own program.")
-    replicas: Replicas = Field(default_factory=Replicas, description="Replica types: chief, ps, worker, evaluator.")
+    replicas: Replicas = Field(
+        default_factory=Replicas,
+        description="Replica types: chief, ps, worker, evaluator, and the tf.data service (dispatcher, dataWorker).",
+    )
     training: TrainingSpec = Field(
         default_factory=TrainingSpec, description="Steps, batch size, checkpoints, partitioning."
     )
@@ -1320,6 +1784,13 @@ class PSTrainingJobSpec(_Model):
     export: ExportSpec = Field(default_factory=ExportSpec, description="Verified export after training.")
     run_policy: RunPolicy = Field(default_factory=RunPolicy, description="Restarts, deadlines, cleanup, suspension.")
     metrics: MetricsSpec | None = Field(default=None, description="Prometheus access to the trainer's metrics.")
+    serving: ServingSpec | None = Field(
+        default=None,
+        description=(
+            "Serve the verified export with KServe (an InferenceService in RawDeployment mode, not owned by the "
+            "job); unset: not served."
+        ),
+    )
 
     @model_validator(mode="after")
     def _strategy_defaults(self) -> PSTrainingJobSpec:
@@ -1332,8 +1803,9 @@ class PSTrainingJobSpec(_Model):
 
     def program(self, role: Role) -> list[str] | None:
         """Script mode: the program of ``role``'s replicas (its template's command, else
-        ``model.command``, then its template's args); None for a contract module."""
-        if self.model.command is None:
+        ``model.command``, then its template's args); None for a contract module and for the tf.data
+        service, which always runs the trainer's own servers."""
+        if self.model.command is None or role in DATA_SERVICE_ROLES:
             return None
         t = self.replicas.of(role).template
         o = t.spec if t and t.spec else None
@@ -1417,6 +1889,22 @@ class FailedArtifact(_Model):
     message: str
 
 
+class ExportLineage(_Model):
+    """What the export is of, fixed when training succeeded (the export Job is built from it; the exporter
+    writes it, with the spec, the code and the library versions, into the export's manifest.json)."""
+
+    spec_sha256: str | None = Field(
+        default=None, description="SHA-256 of the spec's canonical JSON (sorted keys, no spaces) when training ended."
+    )
+    image: str | None = Field(default=None, description="The lead's trainer image as its pod status names it.")
+    image_id: str | None = Field(
+        default=None,
+        description="The lead pod's containerStatuses[].imageID (the image's digest the node resolved); unset when "
+        "its status had none.",
+    )
+    pod: str | None = Field(default=None, description="The lead pod whose success ended training.")
+
+
 class ExportStatus(_Model):
     """The export Job and its artifacts."""
 
@@ -1427,6 +1915,18 @@ class ExportStatus(_Model):
     failed: list[FailedArtifact] = Field(
         default_factory=list, description="Requested artifacts that failed, with the reason."
     )
+    lineage: ExportLineage | None = Field(default=None, description="What produced the exported model.")
+
+
+class ServingStatus(_Model):
+    """The InferenceService this job hands its export to (condition Serving says how that went)."""
+
+    inference_service: str = Field(description="The InferenceService's name (the job's namespace).")
+    runtime: ServingRuntime
+    storage_uri: str | None = Field(
+        default=None, description="The storage URI of this job's export that the InferenceService was set to."
+    )
+    step: int | None = Field(default=None, description="The exported step it serves.")
 
 
 class ClusterSize(_Model):
@@ -1491,6 +1991,13 @@ class PSTrainingJobStatus(_Model):
         default=None,
         description="Workers running/in the cluster, e.g. 2/3, and the size asked for when it differs: 2/3 (want 4).",
     )
+    data_workers: str | None = Field(
+        default=None,
+        description=(
+            "A job with a tf.data service: data workers running/asked, e.g. 2/2, and 'no dispatcher' while its "
+            "dispatcher is not running: 2/2, no dispatcher (the Data printer column, kubectl get -o wide)."
+        ),
+    )
     cluster_size: ClusterSize | None = Field(
         default=None,
         description=(
@@ -1525,6 +2032,7 @@ class PSTrainingJobStatus(_Model):
     checkpoint: CheckpointStatus | None = None
     progress: TrainingProgress | None = None
     export: ExportStatus | None = None
+    serving: ServingStatus | None = None
 
 
 class ObjectMeta(_Model):
@@ -1557,8 +2065,8 @@ class PSTrainingJob(_Model):
                 "!has(oldSelf.status) || !has(oldSelf.status.startTime) || ("
                 + " && ".join(f"{_count(r, 'self.spec')} == {_count(r, 'oldSelf.spec')}" for r in FIXED_ROLES)
                 + ")",
-                "chief and evaluator counts are immutable once the job has started (status.startTime is set); "
-                "worker and ps counts may change",
+                "chief, evaluator, dispatcher and dataWorker counts are immutable once the job has started "
+                "(status.startTime is set); worker and ps counts may change",
                 ".spec.replicas",
             ),
             cel(

@@ -12,11 +12,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .models import PSTrainingJob
+
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,51 @@ def parse_job(obj: Any) -> PSTrainingJob:
         return PSTrainingJob.model_validate_json(wire_json(obj), strict=True)
     except ValidationError as e:
         raise JobValidationError([_field_error(err) for err in e.errors()]) from None
+
+
+def parse_stored_job(obj: Any) -> PSTrainingJob:
+    """:func:`parse_job` for an object read from the API server, whose CRD may be newer than this
+    operator (a rollback leaves the newer CRD installed, and it defaults fields this version does not
+    know into every stored job): fields unknown here are left out rather than refused, as Kubernetes'
+    own controllers decode objects. Every other rule applies."""
+    if not isinstance(obj, Mapping):
+        raise JobValidationError([FieldError("", "a PSTrainingJob must be a mapping")])
+    try:
+        return known_fields_only(PSTrainingJob, obj, strict=True)
+    except ValidationError as e:
+        raise JobValidationError([_field_error(err) for err in e.errors()]) from None
+
+
+def known_fields_only(model: type[M], data: Any, strict: bool = False) -> M:
+    """``model`` validated from ``data`` (wire form) without the fields the model does not know, at any
+    depth. Raises :class:`ValidationError` for anything else."""
+    text, cut_from = wire_json(data), None
+    while True:
+        try:
+            return model.model_validate_json(text, strict=strict)
+        except ValidationError as e:
+            unknown = [err["loc"] for err in e.errors() if err["type"] == "extra_forbidden"]
+            cut_from = json.loads(text) if cut_from is None else cut_from
+            removed = [_cut(cut_from, loc) for loc in unknown]
+            if not unknown or not all(removed):
+                raise
+            text = json.dumps(cut_from)
+
+
+def _cut(data: Any, loc: tuple[Any, ...]) -> bool:
+    """Remove the field at ``loc`` (a pydantic error location) from ``data``; False if it is not there."""
+    *parents, last = loc
+    for part in parents:
+        found = (isinstance(data, dict) and part in data) or (
+            isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        )
+        if not found:
+            return False
+        data = data[part]
+    if isinstance(data, dict) and last in data:
+        del data[last]
+        return True
+    return False
 
 
 def wire_json(obj: Any) -> str:

@@ -42,6 +42,7 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "PriorityClass": ("/apis/scheduling.k8s.io/v1", "priorityclasses"),
     "PSTrainingJob": (f"/apis/{GROUP}/{VERSION}", PLURAL),
     "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
+    "InferenceService": ("/apis/serving.kserve.io/v1beta1", "inferenceservices"),
 }
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 COMPONENT = "tfps-operator"
@@ -342,6 +343,47 @@ class Kube:
         await self.request(
             "DELETE", _path(kind, namespace), what=f"{kind} collection", query=query, body=body, answer=False
         )
+
+    async def served(self, kind: str) -> bool:
+        """Whether the API server serves ``kind``'s group and version (discovery, which every authenticated
+        identity may read): False when its CRD is not installed."""
+        base = RESOURCES[kind][0]
+        try:
+            await self.request("GET", base, what=f"{base} discovery", answer=False)
+            return True
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Create ``manifest`` (no adoption: an existing name raises :class:`ApiError` 409)."""
+        kind, meta = manifest["kind"], manifest["metadata"]
+        out: dict[str, Any] = await self.request(
+            "POST",
+            _path(kind, meta["namespace"]),
+            what=f"{kind}/{meta['name']}",
+            body=manifest,
+            query=[("fieldManager", self.field_manager)],
+        )
+        return out
+
+    async def merge_patch(self, manifest: dict[str, Any], resource_version: str | None) -> dict[str, Any]:
+        """Merge-patch the object to ``manifest``'s annotations and spec (fields it leaves out are kept);
+        with ``resource_version`` the write fails (409) if the object changed since it was read."""
+        kind, meta = manifest["kind"], manifest["metadata"]
+        patch: dict[str, Any] = {"metadata": {"annotations": meta.get("annotations") or {}}, "spec": manifest["spec"]}
+        if resource_version:
+            patch["metadata"]["resourceVersion"] = resource_version
+        out: dict[str, Any] = await self.request(
+            "PATCH",
+            _path(kind, meta["namespace"], meta["name"]),
+            what=f"{kind}/{meta['name']}",
+            body=patch,
+            content_type="application/merge-patch+json",
+            query=[("fieldManager", self.field_manager)],
+        )
+        return out
 
     async def patch_status(
         self,

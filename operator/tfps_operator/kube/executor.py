@@ -12,7 +12,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..api.models import PSTrainingJobStatus
-from ..reconcile.plan import Create, Delete, DeleteOwner, DeletePods, Event, Outcome, PatchWorkload, Plan, ReadJob
+from ..reconcile.plan import (
+    ApplyInferenceService,
+    Create,
+    Delete,
+    DeleteOwner,
+    DeletePods,
+    Event,
+    Outcome,
+    PatchWorkload,
+    Plan,
+    ReadJob,
+)
 from ..reconcile.writes import status_write
 from .client import ApiError, ChildConflict, Kube
 from .watched import ChildRecord, child_record
@@ -103,9 +114,11 @@ async def _children(kube: Kube, ns: str, name: str, plan: Plan, out: ExecutionRe
     made: list[str] = []
     adopted: list[str] = []
 
-    async def one(action: Create | Delete | DeletePods | PatchWorkload) -> None:
+    async def one(action: Create | Delete | DeletePods | PatchWorkload | ApplyInferenceService) -> None:
         async with limit:
-            if isinstance(action, PatchWorkload):
+            if isinstance(action, ApplyInferenceService):
+                await _apply(kube, ns, name, action, out)
+            elif isinstance(action, PatchWorkload):
                 try:
                     await kube.patch_status(
                         ns, action.name, action.patch["status"], action.resource_version, "Workload"
@@ -134,10 +147,33 @@ async def _children(kube: Kube, ns: str, name: str, plan: Plan, out: ExecutionRe
                     out.deleted.append(action.uid)
                 log.info("deleted %s in %s", action.key, ns)
 
-    await asyncio.gather(*(one(a) for a in plan.actions if isinstance(a, (Create, Delete, DeletePods, PatchWorkload))))
+    await asyncio.gather(
+        *(
+            one(a)
+            for a in plan.actions
+            if isinstance(a, (Create, Delete, DeletePods, PatchWorkload, ApplyInferenceService))
+        )
+    )
     for verb, keys in (("created", made), ("adopted", adopted)):
         if keys:  # one line per pass, not per child
             log.info("%s/%s: %s %s", ns, name, verb, ", ".join(sorted(keys)))
+
+
+async def _apply(kube: Kube, ns: str, name: str, action: ApplyInferenceService, out: ExecutionResult) -> None:
+    """Create the InferenceService or patch it at the version read; a 409 (created or changed meanwhile) is
+    left to the next pass, which reads it again. A refusal is reported like a refused create."""
+    try:
+        if action.resource_version is None:
+            await kube.create(action.manifest)
+            log.info("%s/%s: created %s", ns, name, action.key)
+        else:
+            await kube.merge_patch(action.manifest, action.resource_version)
+            log.info("%s/%s: updated %s", ns, name, action.key)
+    except ApiError as exc:
+        if exc.status == 409:
+            return
+        log.warning("could not write %s in %s: %s", action.key, ns, exc.message)
+        out.create_failures[action.key] = exc.message
 
 
 async def dry_run(kube: Kube, manifests: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int, str]]:

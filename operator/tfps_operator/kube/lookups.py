@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
+from ..reconcile.observed import ServingObs, inference_service_obs
 from .client import ApiError, Kube
 
 R = TypeVar("R")
@@ -40,3 +41,29 @@ class Lookup(Generic[R]):
             if hit[1] is not None:
                 out[name] = hit[1]
         return out
+
+
+class ServingLookup:
+    """The InferenceService a served job names: whether KServe's API is served (discovery, kept for
+    :data:`TTL_SECONDS`), then the object itself (read in each pass that asks: a Succeeded job's passes are
+    few, and the one after the operator's own write must see it)."""
+
+    KIND = "InferenceService"
+
+    def __init__(self, kube: Kube, ttl: float = TTL_SECONDS):
+        self.kube, self.ttl = kube, ttl
+        self._installed: tuple[float, bool] | None = None
+
+    async def get(self, namespace: str, name: str) -> ServingObs:
+        now = time.monotonic()
+        try:
+            if self._installed is None or now - self._installed[0] > self.ttl:
+                self._installed = (now, await self.kube.served(self.KIND))
+            if not self._installed[1]:
+                return ServingObs(installed=False)
+            raw = await self.kube.get(self.KIND, namespace, name)
+        except ApiError as exc:
+            if exc.status not in (403, 401):
+                raise
+            return ServingObs(installed=True, unreadable=exc.message)
+        return ServingObs(installed=True, isvc=inference_service_obs(raw) if raw is not None else None)

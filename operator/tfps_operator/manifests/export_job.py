@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from tfps_wire.job_settings import SETTINGS_ENV
+from tfps_wire.lineage import LINEAGE_ENV, Lineage
 
 from ..api.models import PSTrainingJob
 from ..settings import BuildConfig
@@ -61,3 +63,13 @@ def export_job(job: PSTrainingJob, cfg: BuildConfig, preflight: bool = False) ->
             "template": {"metadata": template_meta, "spec": spec},
         },
     }
+
+
+def with_lineage(manifest: dict[str, Any], lineage: Lineage) -> dict[str, Any]:
+    """The export Job ``manifest`` with ``lineage`` in its container's environment (``TFPS_LINEAGE``): what
+    the exporter writes into the manifest of what it publishes, since it holds no API credentials."""
+    out = copy.deepcopy(manifest)
+    container = out["spec"]["template"]["spec"]["containers"][0]
+    env = [e for e in container.get("env", []) if e.get("name") != LINEAGE_ENV]
+    container["env"] = [*env, {"name": LINEAGE_ENV, "value": lineage.to_env()}]
+    return out

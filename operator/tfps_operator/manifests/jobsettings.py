@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from tfps_wire.job_settings import (
+    DEFAULT_MIN_SHARD_BYTES,
     CheckpointSettings,
+    DataServiceSettings,
     ExportSettings,
     JobSettings,
     PartitionerSettings,
@@ -13,8 +15,9 @@ from tfps_wire.job_settings import (
 )
 from tfps_wire.uri import join
 
-from ..api.models import ROLES, PSTrainingJob, replica_counts
+from ..api.models import DATA_SERVICE_ROLES, ROLES, PSTrainingJob, VariablePartitioner, replica_counts
 from ..api.models import Tolerance as ApiTolerance
+from . import names
 
 
 def job_root(mount_path: str, job: PSTrainingJob) -> str:
@@ -36,20 +39,61 @@ def _script(job: PSTrainingJob) -> ScriptSettings | None:
         return None
     counts = replica_counts(job)
     return ScriptSettings(
-        programs={r: tuple(job.spec.program(r) or ()) for r in ROLES if counts[r]},
+        programs={r: tuple(job.spec.program(r) or ()) for r in ROLES if counts[r] and r not in DATA_SERVICE_ROLES},
         keras=job.spec.model.keras or "legacy",
     )
 
 
-def job_settings(job: PSTrainingJob, mount_path: str | None = None, code_dir: str | None = None) -> JobSettings:
+def _partitioner(part: VariablePartitioner | None) -> PartitionerSettings | None:
+    """The partitioner the spec's fields pick, with its arguments; min-size defaults filled in, so the
+    settings say what the chief builds."""
+    if part is None:
+        return None
+    if part.kind == "fixed_shards":
+        return PartitionerSettings(kind="fixed_shards", num_shards=part.fixed_shards)
+    if part.kind == "max_size":
+        return PartitionerSettings(kind="max_size", max_shard_bytes=part.max_shard_bytes, max_shards=part.max_shards)
+    return PartitionerSettings(
+        kind="min_size",
+        min_shard_bytes=part.min_shard_bytes or DEFAULT_MIN_SHARD_BYTES,
+        max_shards=part.max_shards or 1,
+    )
+
+
+DATA_SERVICE_DIR = "data-service"
+"""The dispatcher's journal, under the job's root (next to its checkpoints, on the same volume or bucket)."""
+DATA_SERVICE_NAME = "tfps-train"
+"""The dataset id the chief registers and the iteration every training worker reads: one for the job's life."""
+
+
+def data_service(job: PSTrainingJob, root: str, dispatcher: str | None = None) -> DataServiceSettings | None:
+    """The job's tf.data service, or None without one. ``dispatcher`` (``host:port``) defaults to the
+    dispatcher pod's DNS name and the job's port (``tfps run`` passes its loopback address)."""
+    if replica_counts(job)["dispatcher"] == 0:
+        return None
+    spec = job.spec.training.data_service
+    mode = spec.processing_mode if spec is not None else "Dynamic"
+    name, ns = job.metadata.name, job.metadata.namespace
+    return DataServiceSettings(
+        dispatcher=dispatcher or f"{names.pod_fqdn(name, ns, 'dispatcher', 0)}:{job.spec.training.port}",
+        processing_mode="dynamic" if mode == "Dynamic" else "off",
+        work_dir=join(root, DATA_SERVICE_DIR),
+        dataset_id=DATA_SERVICE_NAME,
+        iteration=DATA_SERVICE_NAME,
+    )
+
+
+def job_settings(
+    job: PSTrainingJob, mount_path: str | None = None, code_dir: str | None = None, dispatcher: str | None = None
+) -> JobSettings:
     """The trainer's view of the job. ``mount_path`` overrides the spec's (``tfps run`` uses its workdir;
     a ``spec.storage.uri`` wins over both);
     ``code_dir`` is where the job's code is (``tfps run --code DIR``; on a cluster :data:`CODE_DIR` when
-    ``spec.model.source`` is set)."""
+    ``spec.model.source`` is set); ``dispatcher``: the tf.data service's address (:func:`data_service`)."""
     spec = job.spec
+    root = job_root(mount_path or spec.storage.mount_path, job)
     t = spec.training
     e = spec.export
-    part = t.variable_partitioner
     return JobSettings(
         job_name=job.metadata.name,
         namespace=job.metadata.namespace,
@@ -67,10 +111,8 @@ def job_settings(job: PSTrainingJob, mount_path: str | None = None, code_dir: st
             keep=t.checkpoint.keep,
         ),
         check_numerics=t.check_numerics,
-        partitioner=PartitionerSettings(min_shard_bytes=part.min_shard_bytes, max_shards=part.max_shards)
-        if part
-        else None,
-        paths=Paths(root=job_root(mount_path or spec.storage.mount_path, job)),
+        partitioner=_partitioner(t.variable_partitioner),
+        paths=Paths(root=root),
         export=ExportSettings(
             enabled=e.enabled,
             formats=tuple(e.formats),
@@ -84,4 +126,5 @@ def job_settings(job: PSTrainingJob, mount_path: str | None = None, code_dir: st
             output_kinds=dict(e.verify.output_kinds or {}),
         ),
         seed=t.seed,
+        data_service=data_service(job, root, dispatcher),
     )

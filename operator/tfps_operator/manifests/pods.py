@@ -12,6 +12,7 @@ from typing import Any
 
 from tfps_wire.job_settings import SETTINGS_ENV
 
+from ..api import reserved
 from ..api.models import PodSpecOverride, PodTemplateOverride, PSTrainingJob, ResourceRequirements, Role, replica_counts
 from ..settings import BuildConfig
 from ..strategies import lead_of
@@ -21,23 +22,23 @@ from .jobsettings import CODE_DIR, job_settings
 from .podgroup import POD_GROUP_LABEL, gang_enabled, pod_group_name
 from .tfconfig import tf_config_json
 
-CONTAINER = "trainer"
-STORAGE_VOLUME = "storage"
-TMP_VOLUME = "tmp"
+CONTAINER = reserved.CONTAINER
+STORAGE_VOLUME = reserved.STORAGE_VOLUME
+TMP_VOLUME = reserved.TMP_VOLUME
 TRAINER_COMMAND = ["python", "-m", "tfps_trainer"]
-RESERVED_ENV_PREFIX = "TFPS_"
-RESERVED_ENV = ("TF_CONFIG", "HOME")
+RESERVED_ENV_PREFIX = reserved.ENV_PREFIX
+RESERVED_ENV = reserved.ENV
 
 
 class BuildError(ValueError):
     """The job cannot be turned into valid children; the message names the field."""
 
 
-CODE_VOLUME = "code"
+CODE_VOLUME = reserved.CODE_VOLUME
 CODE_FILE_MODE = 0o444
-CREDENTIALS_VOLUME = "storage-credentials"
-CREDENTIALS_DIR = "/var/run/secrets/tfps/storage"
-CREDENTIALS_ENV = "GOOGLE_APPLICATION_CREDENTIALS"
+CREDENTIALS_VOLUME = reserved.CREDENTIALS_VOLUME
+CREDENTIALS_DIR = reserved.CREDENTIALS_DIR
+CREDENTIALS_ENV = reserved.CREDENTIALS_ENV
 
 
 def image(job: PSTrainingJob, cfg: BuildConfig, role: Role) -> str:
@@ -153,10 +154,10 @@ def _trainer_container(
         "name": CONTAINER,
         "image": image(job, cfg, role),
         "command": list(command),
-        "env": [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONUNBUFFERED", "value": "1"}, *env],
+        "env": [{"name": "HOME", "value": reserved.TMP_DIR}, {"name": "PYTHONUNBUFFERED", "value": "1"}, *env],
         "volumeMounts": [
             *([] if job.spec.storage.uri else [{"name": STORAGE_VOLUME, "mountPath": job.spec.storage.mount_path}]),
-            {"name": TMP_VOLUME, "mountPath": "/tmp"},
+            {"name": TMP_VOLUME, "mountPath": reserved.TMP_DIR},
         ],
         "securityContext": container_security_context(),
         "terminationMessagePolicy": "FallbackToLogsOnError",

@@ -2,7 +2,9 @@
 
 The training cluster is chief + ps + worker. The evaluator is NOT part of it (with it, the
 ParameterServerStrategy coordinator waits for it and hangs: kubeflow/training-operator#1213,
-tensorflow/tensorflow#46169); it gets a cluster of its own with just itself.
+tensorflow/tensorflow#46169); it gets a cluster of its own with just itself. The tf.data service's
+dispatcher and data workers are not part of it either: each gets a cluster of its own role's addresses
+(where its server listens); the training processes find the dispatcher in the job settings.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..api.models import Role
+from ..api.models import DATA_SERVICE_ROLES, Role
 
 TRAINING_ROLES: tuple[Role, ...] = ("chief", "ps", "worker")
 
@@ -36,6 +38,11 @@ def tf_config(counts: dict[Role, int], address: AddressFn, role: Role, index: in
         return {
             "cluster": {"evaluator": [address("evaluator", index)]},
             "task": {"type": "evaluator", "index": index},
+        }
+    if role in DATA_SERVICE_ROLES:  # the tf.data service: its own servers, never in the training cluster
+        return {
+            "cluster": {role: [address(role, i) for i in range(counts[role])]},
+            "task": {"type": role, "index": index},
         }
     return {"cluster": cluster_spec(counts, address), "task": {"type": role, "index": index}}
 

@@ -20,6 +20,9 @@ reason FormatsWillFail (optional formats only; the job goes on) or PreflightDidN
 EXPORT_COMPLETE = "ExportComplete"
 """After the export: True when every requested format was published, False (FormatsFailed) naming those
 that were not."""
+SERVING = "Serving"
+"""With spec.serving: True once the InferenceService serves this job's verified export; False naming why not
+(KServeNotInstalled, ExportNotVerified, NotExported, NameTaken, Superseded, Applying, InferenceServiceUnreadable)."""
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 

@@ -3,16 +3,18 @@ it, and what their results write to ``status.export`` and the job's conditions."
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from tfps_wire.export_result import ExportFailed, PreflightReport
 
 from ..api.models import Artifact, ExportStatus, FailedArtifact
-from ..manifests.export_job import export_job
+from ..manifests.export_job import export_job, with_lineage
 from . import conditions as C
-from . import messages
+from . import lineage, messages, waiting
 from .context import Reconciliation, last
 from .endings import cleanup, fail, succeed
+from .observed import PodObs
 from .plan import Create
 
 
@@ -33,6 +35,13 @@ def preflight_pending(r: Reconciliation) -> bool:
     )
 
 
+def preflight_waiting(job_name: str, pods: Iterable[PodObs]) -> waiting.Waiting | None:
+    """Why the pre-flight Job's pod waits (the rule of the training pods, :func:`.waiting.why`), said of the
+    pre-flight: the job waits on it."""
+    w = waiting.why(pods)
+    return None if w is None else waiting.Waiting(w.reason, f"export pre-flight (Job {job_name}): {w.message}")
+
+
 def preflight(r: Reconciliation) -> bool:
     """Run the pre-flight Job and act on its verdict; True when training may start now."""
     manifest = export_job(r.job, r.cfg, preflight=True)
@@ -44,6 +53,7 @@ def preflight(r: Reconciliation) -> bool:
         return False
     pod = last(p for p in r.obs.preflight_pods if p.phase in ("Succeeded", "Failed"))
     if pod is None and not (pj.complete or pj.failed):
+        waiting.report(r, preflight_waiting(name, r.obs.preflight_pods))
         return False
     report = messages.preflight_report(pod.message) if pod else None
     if report is None or isinstance(report, ExportFailed) and report.reason in ("InternalError", "Interrupted"):
@@ -97,7 +107,7 @@ def exporting(r: Reconciliation, manifest: dict[str, Any] | None) -> None:
     name = manifest["metadata"]["name"]
     if ej is None:
         if not any(isinstance(a, Create) and a.key == f"Job/{name}" for a in r.plan.actions):
-            r.plan.actions.append(Create(manifest))
+            r.plan.actions.append(Create(with_lineage(manifest, lineage.for_export(r.asked, r.status))))
         return
     if ej.complete:
         pod = last(p for p in r.obs.export_pods if p.phase == "Succeeded")
@@ -129,6 +139,7 @@ def record_export(r: Reconciliation, name: str, result: Any) -> None:
     ExportComplete condition with an Event per format that was not exported."""
     if result.ok or result.artifacts or result.failed:
         r.status.export = ExportStatus(
+            lineage=r.status.export.lineage if r.status.export else None,
             job_name=name,
             step=result.step,
             path=result.path,

@@ -30,7 +30,7 @@ from ..settings import OperatorSettings
 from . import admission, pacing, writes
 from .machine import creation_failed, invalid_spec, reconcile
 from .observed import Observed, with_created
-from .plan import Create, Outcome, Plan, ReadJob
+from .plan import ApplyInferenceService, Create, Outcome, Plan, ReadJob
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def _children_first(first: Plan, inp: PassInput, settings: OperatorSettings) -> 
 def _report_refused(plan: Plan, inp: PassInput) -> None:
     """The last pass's creates were refused: report them (once per message) and create nothing until
     the back-off has passed."""
-    plan.actions = [a for a in plan.actions if not isinstance(a, Create)]
+    plan.actions = [a for a in plan.actions if not isinstance(a, (Create, ApplyInferenceService))]
     plan.validate = []
     _, event = creation_failed(plan.status, inp.generation, dict(inp.memory.refused_creates), inp.now)
     if event is not None:

@@ -43,7 +43,7 @@ from ..manifests.pvc import storage_claim
 from ..manifests.service import headless_service
 from ..settings import BuildConfig
 from . import conditions as C
-from . import kueue, resize
+from . import kueue, resize, serving
 from .context import SUSPENDABLE, TERMINAL, Reconciliation
 from .endings import fail, finished
 from .export import exporting, preflight, preflight_pending
@@ -64,6 +64,7 @@ def reconcile(job: PSTrainingJob, status: PSTrainingJobStatus, obs: Observed, no
         r.plan.requeue_after = STALE_STATUS_RETRY_SECONDS
         return r.plan
     _decide(r)
+    serving.handoff(r)
     _finish_workload(r)
     replica_statuses(r)
     return r.plan

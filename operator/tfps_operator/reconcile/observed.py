@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from ..api.models import ROLES, Role
 from ..manifests import labels
+from ..manifests.pods import CONTAINER
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 
@@ -41,6 +42,10 @@ class PodObs:
     """The container's waiting reason (``ImagePullBackOff``...), while it has not started."""
     waiting_message: str = ""
     created_at: datetime | None = None
+    image: str = ""
+    """The trainer container's image as its status names it (``containerStatuses[].image``)."""
+    image_id: str = ""
+    """Its ``imageID``: the content address the node resolved (empty until the container has started)."""
 
     @property
     def active(self) -> bool:
@@ -94,6 +99,35 @@ class Flavor:
 
 
 @dataclass(frozen=True, slots=True)
+class InferenceServiceObs:
+    """A KServe InferenceService, as far as the serving handoff acts on it."""
+
+    name: str
+    resource_version: str = ""
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    """Its annotations (those of :mod:`~tfps_operator.manifests.inference_service` say which job wrote it)."""
+    storage_uri: str = ""
+    """``spec.predictor.model.storageUri``."""
+    ready: str = ""
+    """Its Ready condition's status (True, False, Unknown; empty while it has none)."""
+    ready_message: str = ""
+    url: str = ""
+    deleting: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ServingObs:
+    """What a pass knows of the InferenceService a job names (``spec.serving``)."""
+
+    installed: bool
+    """KServe's InferenceService API (serving.kserve.io/v1beta1) is served."""
+    isvc: InferenceServiceObs | None = None
+    """The InferenceService of that name, if it exists."""
+    unreadable: str = ""
+    """Why it could not be read (the API server's words), when it could not."""
+
+
+@dataclass(frozen=True, slots=True)
 class Observed:
     pods: tuple[PodObs, ...] = ()
     """Trainer pods (any restart generation)."""
@@ -109,6 +143,9 @@ class Observed:
     """The ResourceFlavors the Workload's admission names, by name (those the operator could read)."""
     priorities: Mapping[str, int] = field(default_factory=dict)
     """Values of the PriorityClasses the job names, by name (those that exist)."""
+    serving: ServingObs | None = None
+    """The InferenceService of ``spec.serving``, looked up for a Succeeded job that asks to be served (None:
+    not looked up in this pass)."""
 
     def pod(self, name: str) -> PodObs | None:
         return next((p for p in self.pods if p.name == name), None)
@@ -137,7 +174,9 @@ def pod_obs(pod: Mapping[str, Any]) -> PodObs:
     ready = conds.get("Ready") or {}
     exit_code, message, finished = None, status.get("message") or "", None
     waiting: dict[str, Any] = {}
-    for cs in status.get("containerStatuses") or []:
+    statuses = status.get("containerStatuses") or []
+    trainer = next((cs for cs in statuses if cs.get("name") == CONTAINER), statuses[0] if statuses else {})
+    for cs in statuses:
         waiting = waiting or (cs.get("state") or {}).get("waiting") or {}
         term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
         if term:
@@ -164,6 +203,8 @@ def pod_obs(pod: Mapping[str, Any]) -> PodObs:
         waiting_reason=waiting.get("reason") or "",
         waiting_message=(waiting.get("message") or "")[:500],
         created_at=_time(meta.get("creationTimestamp")),
+        image=trainer.get("image") or "",
+        image_id=trainer.get("imageID") or "",
     )
 
 
@@ -206,6 +247,22 @@ def workload_obs(wl: Mapping[str, Any]) -> WorkloadObs:
         flavors=tuple((a.get("name", ""), tuple(sorted(set((a.get("flavors") or {}).values())))) for a in assignments),
         counts=tuple((a.get("name", ""), int(a["count"])) for a in assignments if isinstance(a.get("count"), int)),
         conditions=tuple(status.get("conditions") or ()),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def inference_service_obs(isvc: Mapping[str, Any]) -> InferenceServiceObs:
+    meta, spec, status = isvc.get("metadata") or {}, isvc.get("spec") or {}, isvc.get("status") or {}
+    ready: Mapping[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+    model = (spec.get("predictor") or {}).get("model") or {}
+    return InferenceServiceObs(
+        name=meta.get("name", ""),
+        resource_version=meta.get("resourceVersion", ""),
+        annotations=dict(meta.get("annotations") or {}),
+        storage_uri=model.get("storageUri") or "",
+        ready=ready.get("status") or "",
+        ready_message=(ready.get("message") or ready.get("reason") or "")[:300],
+        url=status.get("url") or "",
         deleting=bool(meta.get("deletionTimestamp")),
     )
 

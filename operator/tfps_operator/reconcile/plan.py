@@ -73,12 +73,25 @@ class PatchWorkload:
 
 
 @dataclass(frozen=True)
+class ApplyInferenceService:
+    """Create the InferenceService (``resource_version`` None: a 409 is not an error, the next pass sees
+    it), or merge-patch it if it is still at ``resource_version`` (a 409 leaves it to the next pass)."""
+
+    manifest: dict[str, Any]
+    resource_version: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"InferenceService/{self.manifest['metadata']['name']}"
+
+
+@dataclass(frozen=True)
 class ReadJob:
     """Read the job itself: its status write was refused for a stale resourceVersion and the watch has
     not delivered a newer body yet. A plan with this action has no other."""
 
 
-Action = Create | Delete | DeletePods | DeleteOwner | PatchWorkload | ReadJob
+Action = Create | Delete | DeletePods | DeleteOwner | PatchWorkload | ApplyInferenceService | ReadJob
 
 
 @dataclass(frozen=True)

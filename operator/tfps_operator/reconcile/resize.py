@@ -32,7 +32,15 @@ from typing import Any
 
 from tfps_wire.termination import parse_stopped
 
-from ..api.models import CheckpointStatus, ClusterSize, PSTrainingJob, ResizeReason, ResizeStatus, replica_counts
+from ..api.models import (
+    DATA_SERVICE_ROLES,
+    CheckpointStatus,
+    ClusterSize,
+    PSTrainingJob,
+    ResizeReason,
+    ResizeStatus,
+    replica_counts,
+)
 from ..strategies import of as strategy_of
 from . import conditions as C
 from .context import UNFINISHED, Reconciliation
@@ -256,7 +264,8 @@ def _stop_then_restart(r: Reconciliation, current: ClusterSize, run: list[PodObs
     r.clear(C.RUNNING, RESIZING, "")
     grace = strategy_of(r.job).restart_grace_seconds
     for pod in run:
-        r.delete_pod(pod, grace)
+        if pod.role not in DATA_SERVICE_ROLES:  # the tf.data service runs on through the restart
+            r.delete_pod(pod, grace)
     return st.resize.to
 
 

@@ -7,14 +7,22 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from ..api.models import CheckpointStatus, ExportStatus, PSTrainingJobStatus, ReplicaStatus, Role, replica_counts
+from ..api.models import (
+    DATA_SERVICE_ROLES,
+    CheckpointStatus,
+    ExportStatus,
+    PSTrainingJobStatus,
+    ReplicaStatus,
+    Role,
+    replica_counts,
+)
 from ..manifests import labels, names
 from ..manifests.podgroup import KIND as KIND_PODGROUP
 from ..manifests.podgroup import gang_enabled, min_member, pod_group_name
 from ..strategies import TrainingStrategy
 from ..strategies import of as strategy_of
 from . import conditions as C
-from . import crashloop, gang, kueue, messages, resize, stall, waiting
+from . import crashloop, gang, kueue, lineage, messages, resize, stall, waiting
 from .context import UNFINISHED, Reconciliation
 from .endings import fail, succeed
 from .export import exporting
@@ -34,7 +42,7 @@ def training(
     job, st, obs = r.job, r.status, r.obs
     epoch = st.restarts
     standby = standby or {}
-    current = {p.name: p for p in obs.pods if p.restart == epoch and p.name in desired}
+    current = {p.name: p for p in obs.pods if of_run(p, epoch) and p.name in desired}
     spares = {p.name: p for p in obs.pods if p.restart == epoch and p.name in standby}
     for pod in obs.pods:  # from an earlier run of the job, or no longer in the run (a worker resized away)
         if pod.name not in current and pod.name not in spares:
@@ -51,7 +59,7 @@ def training(
     if strategy.training_succeeded(succeeded, counts, job.spec.run_policy.success_policy):
         if lead is not None:
             _final_checkpoint(r, lead)
-        training_done(r, export_manifest, _lead_name(lead))
+        training_done(r, export_manifest, _lead_name(lead), lead)
         return
 
     decisions: list[tuple[PodObs | None, str, Decision]] = []
@@ -102,7 +110,7 @@ def training(
             r.plan.recreated.append(role)
             r.event("Normal", "ReplicaRecreated", f"{name} recreated with the same name")
 
-    _training_phase(r, desired, current, replacing)
+    _training_phase(r, desired, current, replacing, group_ready)
 
 
 def _standby(r: Reconciliation, standby: dict[str, dict[str, Any]], spares: dict[str, PodObs], ready: bool) -> None:
@@ -160,7 +168,11 @@ def _recreated(r: Reconciliation, role: str) -> int:
 
 
 def _training_phase(
-    r: Reconciliation, desired: dict[str, dict[str, Any]], current: dict[str, PodObs], replacing: set[str]
+    r: Reconciliation,
+    desired: dict[str, dict[str, Any]],
+    current: dict[str, PodObs],
+    replacing: set[str],
+    group_ready: bool,
 ) -> None:
     st = r.status
     live = [p for p in current.values() if not p.deleting and p.name not in replacing]
@@ -182,11 +194,15 @@ def _training_phase(
             "Unschedulable" if any(p.unschedulable_message for p in unscheduled) else "Scheduling",
             f"{len(unscheduled)} pod(s) not scheduled: {detail}",
         )
+    w = waiting.why(live)
     if gang_enabled(r.cfg) and live:
         says = next((p.unschedulable_message for p in unscheduled if p.unschedulable_message), "")
         v = gang.condition(pod_group_name(r.job), min_member(r.job), len(live) - len(unscheduled), len(desired), says)
         r.set_condition(gang.GANG_SCHEDULED, v.status, v.reason, v.message)
-    _waiting(r, live)
+        w = gang.waiting(v, w)
+    elif gang_enabled(r.cfg) and not group_ready:
+        w = waiting.Waiting(gang.WAITING_FOR_GANG, gang.no_pod_group(pod_group_name(r.job)))
+    waiting.report(r, w)
     if resize.pending_message(r) and st.reason in (None, resize.WORKERS_PENDING):
         st.reason = resize.WORKERS_PENDING
     elif not st.workers_left_out and st.reason == resize.WORKERS_PENDING:
@@ -202,21 +218,6 @@ def _training_phase(
     elif st.phase not in ("Running", "Restarting"):
         st.phase = "Pending"
     _stalled(r, current)
-
-
-def _waiting(r: Reconciliation, live: list[PodObs]) -> None:
-    """Condition Waiting (rule in :mod:`.waiting`), ``status.reason``, and an Event when the reason changes."""
-    w = waiting.why(live)
-    old = C.get(r.status, waiting.WAITING)
-    if w is None:
-        if old is not None and old.status == "True":
-            r.clear(waiting.WAITING, "PodsStarted", "")
-            r.status.reason = None
-        return
-    if old is None or old.status != "True" or old.reason != w.reason:
-        r.event("Warning", w.reason, w.message)
-    r.set_condition(waiting.WAITING, "True", w.reason, w.message)
-    r.status.reason = w.reason
 
 
 def _stalled(r: Reconciliation, current: dict[str, PodObs]) -> None:
@@ -262,7 +263,7 @@ def replica_statuses(r: Reconciliation) -> None:
     by this plan) no longer count, so a finished job shows what is really left."""
     counts = replica_counts(r.job)
     going = {a.name for a in r.plan.deletes() if a.kind == "Pod"}
-    pods = [p for p in r.obs.pods if p.restart == r.status.restarts and p.name not in going and not p.deleting]
+    pods = [p for p in r.obs.pods if of_run(p, r.status.restarts) and p.name not in going and not p.deleting]
     out: dict[str, ReplicaStatus] = {}
     for role, n in counts.items():
         if n == 0:
@@ -283,7 +284,24 @@ def replica_statuses(r: Reconciliation) -> None:
     asked = r.asked.spec.replicas.worker.replicas
     want = f" (want {asked})" if asked != in_run else ""
     r.status.workers = f"{running_workers}/{in_run}{want}"  # the Workers printer column, e.g. "2/3 (want 4)"
+    r.status.data_workers = _data_workers(counts, pods)
     r.status.worker_selector = labels.selector_string(labels.role_selector(r.job.metadata.name, "worker"))
+
+
+def _data_workers(counts: dict[Role, int], pods: list[PodObs]) -> str | None:
+    """The Data printer column: data workers running/asked, "no dispatcher" while it is not running."""
+    if not counts["dispatcher"]:
+        return None
+    running = sum(p.role == "dataworker" and p.phase == "Running" for p in pods)
+    dispatcher = any(p.role == "dispatcher" and p.phase == "Running" for p in pods)
+    return f"{running}/{counts['dataworker']}" + ("" if dispatcher else ", no dispatcher")
+
+
+def of_run(pod: PodObs, restarts: int) -> bool:
+    """A pod of the current run: labelled with it, or one of the tf.data service's, which a restart of the
+    training cluster leaves running (its dispatcher's journal and the iteration's place outlive the run:
+    docs/data-service.md)."""
+    return pod.restart == restarts or pod.role in DATA_SERVICE_ROLES
 
 
 def restart_job(r: Reconciliation, d: Decision, current: dict[str, PodObs]) -> None:
@@ -298,7 +316,8 @@ def restart_job(r: Reconciliation, d: Decision, current: dict[str, PodObs]) -> N
     r.event("Warning", d.reason, d.message)
     grace = strategy_of(r.job).restart_grace_seconds
     for pod in current.values():  # now stale (restart label < restarts): replaced once gone
-        r.delete_pod(pod, grace)
+        if pod.role not in DATA_SERVICE_ROLES:
+            r.delete_pod(pod, grace)
 
 
 def _final_checkpoint(r: Reconciliation, lead: PodObs) -> None:
@@ -317,15 +336,18 @@ def _lead_name(lead: PodObs | None) -> str:
     return "the chief" if lead.role == "chief" else f"{lead.role} {lead.index}"
 
 
-def training_done(r: Reconciliation, export_manifest: dict[str, Any] | None, who: str = "the chief") -> None:
-    """One Event for the transition (an Event is an API write: one per job transition, not per step)."""
+def training_done(
+    r: Reconciliation, export_manifest: dict[str, Any] | None, who: str = "the chief", lead: PodObs | None = None
+) -> None:
+    """One Event for the transition (an Event is an API write: one per job transition, not per step). The
+    export's lineage is fixed here, from ``lead`` (the pod whose success ended training)."""
     st = r.status
     r.clear(C.RUNNING, "TrainingSucceeded", f"{who} finished training")
     r.clear(C.RESTARTING, "TrainingSucceeded", "")
     if export_manifest is not None:
         export_name = export_manifest["metadata"]["name"]
         st.phase = "Exporting"
-        st.export = ExportStatus(job_name=export_name)
+        st.export = ExportStatus(job_name=export_name, lineage=lineage.fixed(r.asked, lead))
         r.set_condition(C.EXPORTING, "True", "ExportStarted", f"export Job {export_name} created")
         r.event(
             "Normal",

@@ -22,6 +22,7 @@ OWNED_STATUS_FIELDS = (
     "completionTime",
     "export",
     "workers",
+    "dataWorkers",
     "checkpoint",
     "preemptions",
     "recreations",
@@ -31,6 +32,7 @@ OWNED_STATUS_FIELDS = (
     "workersLeftOut",
     "resize",
     "resizes",
+    "serving",
 )
 """The status fields the reconciler writes; ``progress`` belongs to the progress monitor. ``checkpoint``
 is written by both: the monitor while the chief runs, the reconciler from the chief's success summary
@@ -51,6 +53,7 @@ SIGNIFICANT_STATUS_FIELDS = (
     "workersLeftOut",
     "resize",
     "resizes",
+    "serving",
 )
 """A change in any of these is written at once (see :func:`minor_status_change` for the rest)."""
 
@@ -71,8 +74,8 @@ def status_write(current: PSTrainingJobStatus, new: PSTrainingJobStatus) -> dict
 
 def minor_status_change(old: PSTrainingJobStatus, new: PSTrainingJobStatus) -> bool:
     """True when ``new`` differs from ``old`` only in progress on the way to Running: counts
-    (``replicaStatuses``, ``workers``), a condition's wording, or ``Scheduled`` turning True. Such a
-    change can wait a moment and be written with the next one. Phases, restarts, problems
+    (``replicaStatuses``, ``workers``, ``dataWorkers``), a condition's wording, or ``Scheduled`` turning
+    True. Such a change can wait a moment and be written with the next one. Phases, restarts, problems
     (a condition turning False or changing reason) and everything else are written at once."""
     a, b = status_patch(old), status_patch(new)
     if a == b or any(a.get(k) != b.get(k) for k in SIGNIFICANT_STATUS_FIELDS):

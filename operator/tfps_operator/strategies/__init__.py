@@ -19,6 +19,11 @@ from ..api.models import ClusterSize, PSTrainingJob, ResizeMethod, Role, Strateg
 
 Task = tuple[Role, int]
 
+DATA_SERVICE_STORAGE: frozenset[Role] = frozenset({"dispatcher"})
+"""The tf.data service's roles that touch storage (the dispatcher's journal), whatever the strategy: the
+service is not part of the training cluster (docs/data-service.md); its pods are recreated alone
+(never in ``restarts_job``) and never finish on their own (never in ``finishes``)."""
+
 
 @dataclass(frozen=True)
 class TrainingStrategy:

@@ -13,13 +13,13 @@ watcher takes the signal), so the pod's own grace period would be spent waiting.
 
 from __future__ import annotations
 
-from . import TrainingStrategy
+from . import DATA_SERVICE_STORAGE, TrainingStrategy
 
 STRATEGY = TrainingStrategy(
     name="MultiWorkerMirrored",
     restarts_job=frozenset({"chief", "worker"}),
     finishes=frozenset({"chief", "worker", "evaluator"}),
-    storage_roles=frozenset({"chief", "worker", "evaluator"}),
+    storage_roles=frozenset({"chief", "worker", "evaluator", *DATA_SERVICE_STORAGE}),
     stops_first=frozenset(),
     restart_grace_seconds=5,
     workers_leave_live=False,

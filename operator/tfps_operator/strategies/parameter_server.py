@@ -11,13 +11,13 @@ parameter servers.
 
 from __future__ import annotations
 
-from . import TrainingStrategy
+from . import DATA_SERVICE_STORAGE, TrainingStrategy
 
 STRATEGY = TrainingStrategy(
     name="ParameterServer",
     restarts_job=frozenset({"chief", "ps"}),
     finishes=frozenset({"chief", "evaluator"}),
-    storage_roles=frozenset({"chief", "evaluator"}),
+    storage_roles=frozenset({"chief", "evaluator", *DATA_SERVICE_STORAGE}),
     stops_first=frozenset({"chief"}),
     restart_grace_seconds=None,  # the chief saves its last step on SIGTERM while the parameter servers are there
     workers_leave_live=True,

@@ -57,6 +57,7 @@ from typing import Any
 
 import yaml
 
+from ..api import reserved
 from ..api.models import Strategy
 from ..api.validate import JobValidationError, validate_job
 
@@ -103,7 +104,7 @@ POD_OWNED = {
 }
 CONTAINER_FIELDS = {"env": "env", "volumeMounts": "volumeMounts", "securityContext": "securityContext"}
 CONTAINER_OWNED = {"name": None, "image": None, "command": None, "args": None, "resources": None, "ports": None}
-RESERVED_ENV = ("TF_CONFIG",)
+RESERVED_ENV = reserved.ENV
 LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
 """Becomes ``spec.model.keras`` (the wrapper sets it for the program and the exporter from that field)."""
 
@@ -329,7 +330,7 @@ def _replica(
         kept = [
             e
             for e in tspec["env"]
-            if e.get("name") not in RESERVED_ENV and not str(e.get("name", "")).startswith("TFPS_")
+            if e.get("name") not in RESERVED_ENV and not str(e.get("name", "")).startswith(reserved.ENV_PREFIX)
         ]
         for e in tspec["env"]:
             if e not in kept:
@@ -363,10 +364,13 @@ def _replica(
     for k in meta:
         if k not in ("labels", "annotations"):
             dropped.append(NotCarried(f"{where}.template.metadata.{k}", "only labels and annotations are carried over"))
-    if "labels" in tmeta:
-        for label in [x for x in tmeta["labels"] if x.startswith("tfps.dev/")]:
-            dropped.append(NotCarried(f"{where}.template.metadata.labels[{label}]", "reserved for the operator"))
-            del tmeta["labels"][label]
+    for kind in ("labels", "annotations"):
+        set_by_us = (reserved.POD_GROUP_LABEL, reserved.KUEUE_QUEUE_LABEL) if kind == "labels" else ()
+        for key in [x for x in tmeta.get(kind, {}) if x.startswith(reserved.LABEL_PREFIX) or x in set_by_us]:
+            dropped.append(NotCarried(f"{where}.template.metadata.{kind}[{key}]", "reserved for the operator"))
+            del tmeta[kind][key]
+        if kind in tmeta and not tmeta[kind]:
+            del tmeta[kind]
     template_out = {k: v for k, v in (("metadata", tmeta), ("spec", tspec)) if v}
     if template_out:
         out["template"] = template_out

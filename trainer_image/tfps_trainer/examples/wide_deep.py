@@ -6,14 +6,17 @@ model over the sparse ids) and the deep part (``vocab_size x embed_dim``, mean-p
 with the dense features, then an MLP) use :class:`ShardedEmbedding`.
 
 Partitioning: with a job ``variablePartitioner`` (e.g. ``maxShards: 2``) ParameterServerStrategy
-creates the tables as ``ShardedVariable``s, one shard per PS. Keras 3's ``Embedding`` layer does get
-a ShardedVariable, but its ``ops.take`` lookup converts the whole table to one tensor (every step
-pulls the full table from all PS). :class:`ShardedEmbedding` looks rows up with
-``tf.nn.embedding_lookup``, which ShardedVariable dispatches to per-shard gathers, so a step only
-moves the rows it uses and the gradient is per-shard ``IndexedSlices``.
+creates the tables as ``ShardedVariable``s, one shard per PS. :class:`tfps_trainer.layers.ShardedEmbedding`
+keeps the lookup per shard and the trainer's sparse Adagrad (:mod:`tfps_trainer.optimizers`) updates
+only the rows a batch used, so a step costs O(batch), not O(vocabulary).
+
+The ids are skewed (low ids are hot, as in a frequency-sorted vocabulary). With ``spread_rows`` (the
+default here) both tables store row ``r`` at ``(r * a) mod vocab_size`` (see ``ShardedEmbedding``),
+so the hot rows, and the PS work they cause, are spread over every PS rather than all on the first.
 
 Model args (all optional): ``vocab_size`` (200000), ``embed_dim`` (16), ``ids_per_example`` (4),
-``dense_features`` (8), ``hidden`` (32), ``learning_rate`` (0.05), ``data_seed`` (7).
+``dense_features`` (8), ``hidden`` (32), ``learning_rate`` (0.05), ``data_seed`` (7),
+``spread_rows`` (true; false gives ``keras.layers.Embedding``'s row order).
 """
 
 from __future__ import annotations
@@ -24,15 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-
-@keras.saving.register_keras_serializable(package="tfps")
-class ShardedEmbedding(keras.layers.Embedding):
-    """``keras.layers.Embedding`` whose lookup stays sharded when the table is a ShardedVariable."""
-
-    def call(self, inputs: Any) -> Any:
-        table = self.embeddings.value if hasattr(self.embeddings, "value") else self.embeddings
-        ids = tf.cast(inputs, tf.int32)
-        return tf.nn.embedding_lookup(table, ids)
+from tfps_trainer.layers import ShardedEmbedding
 
 
 def _cfg(args: dict) -> dict[str, Any]:
@@ -44,16 +39,24 @@ def _cfg(args: dict) -> dict[str, Any]:
         "hidden": int(args.get("hidden", 32)),
         "learning_rate": float(args.get("learning_rate", 0.05)),
         "data_seed": int(args.get("data_seed", 7)),
+        "spread_rows": _flag(args.get("spread_rows", True), "spread_rows"),
     }
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"model arg {name} must be true or false (got {value!r})")
+    return value
 
 
 def build_model(args: dict) -> keras.Model:
     c = _cfg(args)
     dense = keras.Input(shape=(c["dense_features"],), name="dense", dtype="float32")
     ids = keras.Input(shape=(c["ids_per_example"],), name="ids", dtype="int32")
-    wide = ShardedEmbedding(c["vocab_size"], 1, name="wide_embedding")(ids)  # [b, n, 1]
+    spread = c["spread_rows"]
+    wide = ShardedEmbedding(c["vocab_size"], 1, spread_rows=spread, name="wide_embedding")(ids)  # [b, n, 1]
     wide_logit = keras.ops.sum(wide, axis=1)  # [b, 1]
-    deep = ShardedEmbedding(c["vocab_size"], c["embed_dim"], name="deep_embedding")(ids)  # [b, n, d]
+    deep = ShardedEmbedding(c["vocab_size"], c["embed_dim"], spread_rows=spread, name="deep_embedding")(ids)
     x = keras.layers.Concatenate()([keras.ops.mean(deep, axis=1), dense])
     x = keras.layers.Dense(c["hidden"], activation="relu", name="deep_hidden")(x)
     deep_logit = keras.layers.Dense(1, name="deep_logit")(x)
@@ -93,6 +96,8 @@ def loss(labels: tf.Tensor, predictions: tf.Tensor) -> tf.Tensor:
 
 
 def optimizer(args: dict) -> keras.optimizers.Optimizer:
+    # The trainer runs Keras' Adagrad as tfps_trainer.optimizers.Adagrad: the same updates, applied
+    # only to the embedding rows a batch used.
     return keras.optimizers.Adagrad(learning_rate=_cfg(args)["learning_rate"])
 
 

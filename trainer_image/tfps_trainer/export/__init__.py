@@ -7,6 +7,7 @@ Modules, one job each:
     safepaths  refusal of paths escaping the job root, ``..`` and symlinks
     source     checkpoint lookup, model restore, real input samples
     formats    SavedModel / TFLite / ONNX converters and the serving interface
+    size_limits  the 2 GiB of TFLite and ONNX: a larger model is refused before conversion
     verify     running each artifact in its runtime and comparing with TensorFlow
     manifest   manifest.json (sizes, hashes, interface, errors, versions)
     publish    staging directory, fsync, atomic rename, ``latest``

@@ -2,7 +2,7 @@
 
 Recipes (TF 2.21 / Keras 3; every other one we tried was broken or silently wrong):
 
-- **SavedModel**: ``keras.export.ExportArchive`` tracking the model, one endpoint
+- **SavedModel**: ``keras.export.ExportArchive`` tracking the model's resources (each weight saved once), one endpoint
   ``serving_default`` = ``serve(inputs: dict[name, Tensor]) -> dict[output_name, Tensor]`` with the
   contract's input signature (dynamic batch). Works for Keras 3 and ``tf_keras`` models.
 - **TFLite**: ``TFLiteConverter.from_saved_model(<that SavedModel>, ["serving_default"])``.
@@ -116,12 +116,26 @@ def savedmodel(model: Any, serve: Serving, path: Path, batch: int | None = None)
         signature = {k: tf.TensorSpec([batch, *s.shape[1:]], s.dtype, name=k) for k, s in signature.items()}
     try:
         archive = keras.export.ExportArchive()
-        archive.track(model)
+        archive.track(_resources_of(model))
         archive.add_endpoint(name=SIGNATURE, fn=serve.fn, input_signature=[signature])
         archive.write_out(str(path), verbose=False)
     except Exception as exc:
         raise ExportError("ConversionFailed", f"savedmodel: export failed: {error_line(exc)}") from None
     return Artifact(format="savedmodel", rel=path.name, details={"signature": SIGNATURE})
+
+
+def _resources_of(model: Any) -> tf.Module:
+    """``model`` behind a plain ``tf.Module``, for ``ExportArchive.track``.
+
+    Tracking a Keras layer adds its ``keras.Variable`` wrappers to the archive's variable collections,
+    while the endpoint captures the ``tf.Variable`` inside each: two objects for one buffer, so every
+    weight is written twice and a server that loads the model holds it twice (keras-team/keras#23553).
+    A ``tf.Module`` is tracked for its resources only (lookup tables), so each variable is saved once,
+    as the endpoint's capture.
+    """
+    holder = tf.Module()
+    holder.model = model
+    return holder
 
 
 def keras_file(model: Any, path: Path) -> Artifact:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tfps_wire import export_manifest as manifest
+from tfps_wire import lineage as lineage_of
 from tfps_wire.export_result import (
     ArtifactResult,
     ExportError,
@@ -38,13 +39,14 @@ from tfps_wire.export_result import (
     PreflightReport,
 )
 from tfps_wire.job_settings import ExportFormat, ExportSettings, JobSettings, OutputKind
+from tfps_wire.lineage import Lineage
 from tfps_wire.uri import is_uri
 
-from . import formats, report_html, source, verify
+from . import formats, report_html, size_limits, source, verify
 from .artifact import FILE_NAMES, Artifact, label, tflite_name
 from .errors import CANCELLED
 from .journal import Journal
-from .publish import MANIFEST, Publisher
+from .publish import MANIFEST, Publisher, lay_out_for_kserve
 
 log = logging.getLogger("tfps_trainer.export")
 
@@ -249,10 +251,20 @@ class _Producer:
             return formats.keras_file(prep.model, self.stage / FILE_NAMES["keras"])
         if fmt == "weights":
             return formats.weights_file(prep.model, self.stage / FILE_NAMES["weights"])
+        too_large = size_limits.refusal(fmt, target.quantization, self._weight_bytes(target.quantization))
+        if too_large:
+            raise ExportError("ConversionFailed", too_large)
         sm = self._saved_model_dir(target)
         if fmt == "onnx":
             return formats.onnx(sm, self.stage / FILE_NAMES["onnx"], self.ex.onnx_opset, prep.serve)
         return self._tflite(target, sm)
+
+    def _weight_bytes(self, quantization: str | None) -> int:
+        weights = self.prep.model.weights
+        return size_limits.weight_bytes(
+            ((int(np.prod(w.shape)), np.dtype(getattr(w.dtype, "as_numpy_dtype", w.dtype)).itemsize) for w in weights),
+            quantization,
+        )
 
     def _saved_model(self) -> Artifact:
         path = self.work / FILE_NAMES["savedmodel"]
@@ -416,10 +428,12 @@ def export(
     step: int | None = None,
     timings: Timings | None = None,
     skip: dict[str, FormatFailure] | None = None,
+    lineage: Lineage | None = None,
 ) -> ExportSucceeded | ExportFailed:
     """Export the checkpoint; publish every artifact that passed. Raises :class:`ExportError` when nothing
     can be published (then nothing is); returns :class:`ExportFailed` when a required format failed but
-    others were published."""
+    others were published. ``lineage``: what produced the model, as the operator or ``tfps run`` told it
+    (``TFPS_LINEAGE``), written into the manifest with the code the export was given."""
     t = timings or Timings()
     ex = settings.export
     prep = prepare(settings, checkpoint, step, t)
@@ -447,15 +461,19 @@ def export(
             raise _no_artifact(out)
         t0 = time.perf_counter()
         missing_required = sorted({f.format for f in out.failed} & required_formats(ex))
-        doc = _manifest(settings, prep, ckpt, out, complete=not missing_required)
+        doc = _manifest(settings, prep, ckpt, out, complete=not missing_required, lineage=lineage)
         manifest.write(stage / MANIFEST, doc)
         _write_report(stage, doc)
         _check_cancelled()
+        # TF Serving's layout (serving/<step>/) holds the SavedModel of complete exports only
+        serves = not missing_required and any(e["format"] == "savedmodel" for e in out.passed)
+        if not missing_required:  # KServe's runtimes read a complete export only (published with it)
+            lay_out_for_kserve(stage, ckpt.step)
         if objects is not None:
-            final_uri = objects.publish(stage, ckpt.step)
+            final_uri = objects.publish(stage, ckpt.step, serving=serves)
             rel = final_uri[len(settings.paths.root.rstrip("/")) + 1 :]
         else:
-            final = pub.commit(stage, ckpt.step, serving="savedmodel" in {e["format"] for e in out.passed})
+            final = pub.commit(stage, ckpt.step)
             rel = final.relative_to(pub.root).as_posix()
         t.add("publish", t0)
     return _result(rel, ckpt.step, out, missing_required)
@@ -482,10 +500,17 @@ def _exported_checkpoint(settings: JobSettings, prep: Prepared) -> ExportedCheck
 
 
 def _manifest(
-    settings: JobSettings, prep: Prepared, ckpt: ExportedCheckpoint, out: Outcomes, complete: bool
+    settings: JobSettings,
+    prep: Prepared,
+    ckpt: ExportedCheckpoint,
+    out: Outcomes,
+    complete: bool,
+    lineage: Lineage | None = None,
 ) -> dict[str, Any]:
-    """The export's manifest: the model's interface, the artifacts that passed and those that failed."""
+    """The export's manifest: the model's interface, the artifacts that passed and those that failed, and
+    what produced the model."""
     ex = settings.export
+    code = lineage_of.code_digest(settings.code_dir) if settings.code_dir and os.path.isdir(settings.code_dir) else None
     return manifest.build(
         job=settings.job_name,
         namespace=settings.namespace,
@@ -503,6 +528,7 @@ def _manifest(
         required=sorted(required_formats(ex)),
         complete=complete,
         samples={"count": ex.verify_samples, "origin": prep.samples.origin, "labels": bool(prep.labels)},
+        lineage=lineage_of.manifest_section(lineage, code),
     )
 
 

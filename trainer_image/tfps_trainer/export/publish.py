@@ -9,9 +9,17 @@ Layout under the job root::
         manifest.json        written last, fsynced with everything else before the rename
       latest -> <step>       relative symlink to the highest complete step, swapped atomically
       LATEST                 the same step as text (for volumes without symlinks and for humans)
-      serving/<step> -> ../<step>/savedmodel
-                             TF Serving's layout (``<base>/<version>/saved_model.pb``): point
-                             ``tensorflow_model_server --model_base_path`` at ``exports/serving``
+      serving/<step>/        TF Serving's layout (``<base>/<version>/saved_model.pb`` + ``variables/``):
+                             point ``tensorflow_model_server --model_base_path`` at ``exports/serving``
+      <step>/kserve/         a complete export's model as each KServe runtime reads it, one version per
+                             base path (tfps_wire.serving_layout): an InferenceService's storage URI
+
+``serving/<step>`` is a real directory holding the files of ``<step>/savedmodel`` (hard links, copies
+where the volume has none), for each complete step with a SavedModel: no symbolic links, so the tree
+reads the same through a ``subPath`` mount of ``exports/serving`` (a relative link would point outside it)
+and to a copier that does not follow links. Every commit brings ``serving/`` in line with the complete
+steps (a version whose export is gone or incomplete is removed, one missing is made), so a crash between
+the rename and the serving version, or a link left by an older exporter, is repaired by the next export.
 
 "Complete" means every required format passed (``"complete": true`` in the manifest); an export whose
 required format failed is still published with what passed, but ``latest`` does not move to it.
@@ -40,6 +48,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tfps_wire import serving_layout
 from tfps_wire.export_result import ExportError
 from tfps_wire.safepaths import inside, refuse_symlinks
 
@@ -47,6 +56,8 @@ MANIFEST = "manifest.json"
 LATEST_LINK = "latest"
 LATEST_FILE = "LATEST"
 SERVING_DIR = "serving"
+SAVEDMODEL = "savedmodel"
+SAVED_MODEL_PB = "saved_model.pb"
 _STALE = re.compile(r"^\.(tmp|old)-\d+-[0-9a-f]+$|^\.(latest|LATEST|serving)-[0-9a-f]+$")
 
 
@@ -87,6 +98,42 @@ def _remove(path: Path) -> None:
         path.unlink()
     elif path.is_dir():
         shutil.rmtree(path)
+
+
+def link_tree(src: Path, dst: Path) -> None:
+    """``dst`` as a new directory tree with the files of ``src``, each a hard link (a copy where the
+    filesystem refuses links); ``src`` holds no symbolic links (the staged export was checked)."""
+    for dirpath, _dirnames, filenames in os.walk(src):
+        target = dst / Path(dirpath).relative_to(src)
+        target.mkdir(parents=True, exist_ok=True)
+        for name in filenames:
+            try:
+                os.link(Path(dirpath) / name, target / name)
+            except OSError:
+                shutil.copy2(Path(dirpath) / name, target / name)
+
+
+def lay_out_for_kserve(stage: Path, step: int) -> list[str]:
+    """In the staged export, each KServe runtime's model base path holding this one version
+    (:mod:`tfps_wire.serving_layout`): ``kserve/tensorflow/<step>/`` with the SavedModel's files and
+    ``kserve/triton/model/{config.pbtxt,<step>/model.onnx}``, as hard links (copies where the volume has
+    none). Staged before the commit, so they are published with the export and before its manifest is
+    visible. Returns the runtimes laid out."""
+    done = []
+    savedmodel, onnx = stage / SAVEDMODEL, stage / serving_layout.ONNX_FILE
+    if (savedmodel / SAVED_MODEL_PB).is_file():
+        link_tree(savedmodel, Path(serving_layout.version_dir(str(stage), "tensorflow", step)))
+        done.append("tensorflow")
+    if onnx.is_file():
+        version = Path(serving_layout.version_dir(str(stage), "onnx", step))
+        version.mkdir(parents=True)
+        try:
+            os.link(onnx, version / serving_layout.ONNX_FILE)
+        except OSError:
+            shutil.copy2(onnx, version / serving_layout.ONNX_FILE)
+        (version.parent / serving_layout.TRITON_CONFIG).write_text(serving_layout.triton_config())
+        done.append("onnx")
+    return done
 
 
 def clean_stale(exports: Path) -> list[str]:
@@ -147,9 +194,9 @@ class Publisher:
             if path.exists():
                 shutil.rmtree(path, ignore_errors=True)
 
-    def commit(self, staging: Path, step: int, serving: bool = False) -> Path:
-        """Rename the verified ``staging`` to ``exports/<step>``, link it into ``serving/`` (when it holds a
-        SavedModel) and repoint ``latest``."""
+    def commit(self, staging: Path, step: int) -> Path:
+        """Rename the verified ``staging`` to ``exports/<step>``, bring ``serving/`` in line (:meth:`sync_serving`)
+        and repoint ``latest``."""
         refuse_symlinks(staging, "staged export")
         if not (staging / MANIFEST).is_file():
             raise ExportError("PublishFailed", f"{staging} has no {MANIFEST}; refusing to publish it")
@@ -166,39 +213,49 @@ class Publisher:
             _fsync_path(self.exports)
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
-            self._serving_version(step, final if serving else None)
+            self.sync_serving(renewed=step)
             self.update_latest()
         except OSError as exc:
             raise ExportError("PublishFailed", f"cannot publish {final}: {exc}") from None
         return final
 
-    def _serving_version(self, step: int, final: Path | None) -> None:
-        """``serving/<step>`` → ``../<step>/savedmodel`` (a copy where the volume has no symlinks); removed
-        when the new export of that step has no SavedModel."""
+    def sync_serving(self, renewed: int | None = None) -> list[int]:
+        """``serving/<n>`` for every complete step ``n`` whose export holds a SavedModel, and nothing else:
+        a missing version is made, a symbolic link (an older exporter's) replaced by a real directory, a
+        version whose export is gone or incomplete removed; ``renewed`` (the step just re-published) is made
+        again. Returns the versions."""
         base = self.exports / SERVING_DIR
-        if final is None and not base.is_dir():
-            return
+        wanted = [n for n in self.complete_steps() if (self.exports / str(n) / SAVEDMODEL / SAVED_MODEL_PB).is_file()]
+        if not wanted and not base.is_dir():
+            return []
         if base.is_symlink() or (base.exists() and not base.is_dir()):
             raise ExportError("UnsafePath", f"{base} exists and is not a directory; refusing to use it")
         base.mkdir(exist_ok=True)
-        version = base / str(step)
-        tmp = base / f".serving-{secrets.token_hex(4)}"
-        if final is not None:
-            try:
-                os.symlink(f"../{step}/savedmodel", tmp)
-            except OSError:
-                shutil.copytree(final / "savedmodel", tmp)
-            if version.is_dir() and not version.is_symlink():
-                self._swap(tmp, version)
-            else:
-                os.replace(tmp, version)
-        elif version.is_symlink() or version.exists():
-            _remove(version)
+        for entry in base.iterdir():
+            if entry.name.isdigit() and int(entry.name) not in wanted:
+                _remove(entry)
+        for n in wanted:
+            version = base / str(n)
+            if n == renewed or version.is_symlink() or not version.is_dir():
+                self._serving_version(self.exports / str(n) / SAVEDMODEL, version)
         _fsync_path(base)
+        return wanted
+
+    def _serving_version(self, savedmodel: Path, version: Path) -> None:
+        """``version`` made anew as a real directory with the files of ``savedmodel``, swapped into place."""
+        tmp = version.with_name(f".serving-{secrets.token_hex(4)}")
+        link_tree(savedmodel, tmp)
+        fsync_tree(tmp)
+        if version.is_dir() and not version.is_symlink():
+            self._swap(tmp, version)
+        else:
+            if version.is_symlink() or version.exists():
+                version.unlink()
+            os.rename(tmp, version)
 
     @staticmethod
     def _swap(new: Path, old: Path) -> None:
-        """Replace the directory ``old`` (a copied version) by ``new``."""
+        """Replace the directory ``old`` (a version made earlier) by ``new``."""
         gone = old.with_name(f".serving-{secrets.token_hex(4)}")
         os.rename(old, gone)
         os.rename(new, old)

@@ -272,9 +272,10 @@ def build_and_restore(
             f"checkpoint {ckpt.rel} cannot be restored into {contract.module_name}: {error_line(exc)}",
         ) from None
     for var in model.weights:
-        value = np.asarray(var.numpy() if hasattr(var, "numpy") else var)
-        if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
-            bad = int(np.size(value) - np.count_nonzero(np.isfinite(value)))
+        value = tf.convert_to_tensor(var)
+        # counted in TensorFlow: a numpy copy would hold a second copy of a large table
+        if value.dtype.is_floating and not bool(tf.reduce_all(tf.math.is_finite(value))):
+            bad = int(tf.size(value)) - int(tf.math.count_nonzero(tf.math.is_finite(value)))
             raise ExportError(
                 "CheckpointCorrupt",
                 f"checkpoint {ckpt.rel}: variable {getattr(var, 'path', var.name)} has {bad} NaN/Inf value(s)",

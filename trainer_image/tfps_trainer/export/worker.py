@@ -20,6 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tfps_wire.export_result import ExportError, ExportFailed, ExportSucceeded, FormatFailure, PreflightReport
 from tfps_wire.job_settings import JobSettings, SettingsError
+from tfps_wire.lineage import Lineage
 
 from .errors import CANCELLED
 
@@ -61,7 +62,8 @@ def attempt(args: argparse.Namespace, skip: list[FormatFailure]) -> Result:
         skipped = {f.label: f for f in skip}
         if args.preflight:
             return pipeline.preflight(settings, skip=skipped)
-        return pipeline.export(settings, checkpoint=args.checkpoint, step=args.step, skip=skipped)
+        lineage = Lineage.from_env()
+        return pipeline.export(settings, checkpoint=args.checkpoint, step=args.step, skip=skipped, lineage=lineage)
     except SettingsError as exc:
         return ExportFailed(reason="SettingsInvalid", message=str(exc))
     except ExportError as exc:

@@ -16,6 +16,8 @@
 ``TFPS_TASK_INDEX``
 ``TF_USE_LEGACY_KERAS`` ``1`` (``spec.model.keras: legacy``, the default: ``tf.keras`` is Keras 2 from
                        tf_keras) or ``0`` (``keras3``)
+``TFPS_DATA_SERVICE``  a job with a tf.data service: its dispatcher, ``grpc://host:port`` (docs/data-service.md)
+``TFPS_DATA_SERVICE_MODE`` ``dynamic`` or ``off`` (``spec.training.dataService.processingMode``)
 =====================  ==================================================================================
 """
 
@@ -66,6 +68,8 @@ def program_env(
         env[STEPS_ENV] = str(settings.steps)
     if settings.script is not None:
         env.update(settings.script.keras_env())
+    if settings.data_service is not None:
+        env.update(settings.data_service.script_env())
     if settings.code_dir:
         env["PYTHONPATH"] = os.pathsep.join(x for x in (settings.code_dir, env.get("PYTHONPATH", "")) if x)
     return env

@@ -73,7 +73,10 @@ def register(sub: Any) -> None:
     cluster_args(logs)
     logs.set_defaults(verb_main=_logs)
 
-    art = sub.add_parser("artifacts", help="a job's export: formats, sizes, verification figures; --download copies it")
+    art = sub.add_parser(
+        "artifacts",
+        help="a job's export: formats, sizes, verification figures, lineage; --download copies it (and its manifest)",
+    )
     art.add_argument("name")
     art.add_argument(
         "--download",
@@ -88,6 +91,28 @@ def register(sub: Any) -> None:
     cluster_args(art)
     _output(art)
     art.set_defaults(verb_main=_artifacts)
+
+    tb = sub.add_parser(
+        "tensorboard",
+        help="TensorBoard over jobs' event files: on a cluster through a short-lived pod (Ctrl-C deletes it), "
+        "or locally (--workdir of `tfps run`, directories, gs:// URIs)",
+    )
+    tb.add_argument("names", nargs="+", metavar="NAME", help="job names; or local directories / gs:// URIs")
+    tb.add_argument("--workdir", default=None, help="NAMEs are jobs `tfps run` ran in this work directory")
+    tb.add_argument("--port", type=int, default=0, help="local port of the URL (default: a free one)")
+    tb.add_argument("--image", default=None, help="image of the pod (default: the job's trainer image)")
+    tb.add_argument(
+        "--lifetime", type=_seconds, default=4 * 3600.0, help="the pod's deadline (default 4h), even if tfps dies"
+    )
+    tb.add_argument("--timeout", type=_seconds, default=300.0, help="how long to wait for TensorBoard (default 5m)")
+    cluster_args(tb)
+    tb.set_defaults(verb_main=_tensorboard)
+
+
+def _tensorboard(args: argparse.Namespace) -> int:
+    from .tensorboard import main as tensorboard
+
+    return tensorboard(args, _client)
 
 
 def _seconds(text: str) -> float:
@@ -213,7 +238,7 @@ def _artifacts(args: argparse.Namespace) -> int:
 
     from .artifacts import MANIFEST, REPORT
     from .errors import NoExports
-    from .render import manifest_table, status_artifacts_table
+    from .render import lineage_lines, manifest_table, status_artifacts_table
 
     c = _client(args)
     job = c.get(args.name)
@@ -231,6 +256,7 @@ def _artifacts(args: argparse.Namespace) -> int:
             _dump(manifest, args.output)
         else:
             print(manifest_table(manifest))
+            print("\n".join(lineage_lines(manifest)))
             print(f"downloaded to {where} (every file matches {MANIFEST})")
         if args.open:
             report = where / REPORT

@@ -84,7 +84,52 @@ def status_artifacts_table(job: PSTrainingJob) -> str:
         for f in (ex.failed if ex else [])
     ]
     head = f"export of step {ex.step} at {ex.path}\n" if ex and ex.step is not None else ""
-    return head + table(("FORMAT", "QUANTIZATION", "SIZE", "MAX-ABS-ERROR", "VERIFICATION", "PATH"), rows)
+    body = table(("FORMAT", "QUANTIZATION", "SIZE", "MAX-ABS-ERROR", "VERIFICATION", "PATH"), rows)
+    lin = ex.lineage if ex else None
+    if lin is None:
+        return head + body
+    image = lin.image_id or (f"{lin.image} (digest unknown: no imageID in the pod status)" if lin.image else "-")
+    return (
+        head
+        + body
+        + f"\nlineage: spec sha256 {lin.spec_sha256 or '-'}\n"
+        + f"  image {image}"
+        + (f" (pod {lin.pod})" if lin.pod else "")
+        + "\n  (the code, the end of training and the library versions: manifest.json, --download DIR)"
+    )
+
+
+def lineage_lines(manifest: dict[str, Any]) -> list[str]:
+    """What produced the model, from a ``manifest.json``'s ``lineage``, ``checkpoint`` and ``versions``."""
+    lin = manifest.get("lineage") or {}
+    spec, image, code, training = (lin.get(k) or {} for k in ("spec", "image", "code", "training"))
+    ck = manifest.get("checkpoint") or {}
+    lines = [f"lineage (recorded by {lin.get('producer') or 'nobody: the exporter was run by hand'}):"]
+    lines.append(
+        f"  spec      sha256 {spec.get('sha256', '-')}" + (" (spec omitted: too large)" if "omitted" in spec else "")
+    )
+    if image:
+        digest = image.get("digest") or "unknown"
+        lines.append(f"  image     {image.get('image', '-')} digest {digest} (pod {image.get('pod', '-')})")
+    else:
+        lines.append("  image     - (no pod status named one)")
+    if code:
+        where = f"ConfigMap {code['configMap']}" if code.get("configMap") else "code directory"
+        lines.append(
+            f"  code      {where}: sha256 {code.get('sha256')} ({code.get('files')} files, {code.get('bytes')} B)"
+        )
+    else:
+        lines.append("  code      in the image (no spec.model.source)")
+    lines.append(f"  checkpoint step {ck.get('step', '-')} {ck.get('path') or ''}".rstrip())
+    if training:
+        lines.append(
+            f"  training  final step {_num(training.get('step'), 'd')}/{_num(training.get('targetSteps'), 'd')},"
+            f" loss {_num(training.get('loss'), '.4g')} at step {_num(training.get('reportedStep'), 'd')},"
+            f" {_num(training.get('stepsPerSecond'), '.3g')} steps/s"
+        )
+    versions = manifest.get("versions") or {}
+    lines.append("  versions  " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    return lines
 
 
 def manifest_table(manifest: dict[str, Any]) -> str:

@@ -178,7 +178,9 @@ def main(args: argparse.Namespace) -> int:
             + where
             + ("; resuming from its latest checkpoint" if resumed else "")
         )
-        supervisor = Supervisor(local_job, display, resizes=resizes)
+        # a resize stops the chief first, with its pod's grace: it saves its checkpoint within it
+        lead_grace = float(job.spec.run_policy.termination_grace_period_seconds)
+        supervisor = Supervisor(local_job, display, lead_grace=lead_grace, resizes=resizes)
         trained = supervisor.run(deadline_s=job.spec.run_policy.active_deadline_seconds)
         supervisor.stop()
         if not trained.ok:
@@ -199,7 +201,7 @@ def main(args: argparse.Namespace) -> int:
         if not settings.export.enabled:
             print(f"done (export disabled); checkpoints in {settings.paths.checkpoints}")
             return 0
-        exported = run_export(local_job, display)
+        exported = run_export(local_job, display, trained)
         if exported.artifacts or exported.failed:
             _print_artifacts(exported, tty)
         if not exported.ok:

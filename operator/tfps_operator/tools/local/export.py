@@ -21,11 +21,13 @@ from tfps_wire.export_result import (
     parse_message,
 )
 from tfps_wire.job_settings import SETTINGS_ENV
+from tfps_wire.lineage import LINEAGE_ENV, Lineage, TrainingOutcome, of_spec
+from tfps_wire.termination import parse_success
 from tfps_wire.uri import is_uri, join
 
 from .procs import Child, stop_all
 from .progress_display import Display
-from .supervisor import LocalJob
+from .supervisor import LocalJob, TrainingResult
 
 RETRYABLE = {"PublishFailed", "InternalError", "Interrupted"}
 """Export failures worth another attempt; the others (bad model, failed verification...) repeat."""
@@ -120,9 +122,36 @@ def _outcome(
     return outcome(True, f"exported step {result.step} to {export_dir}{missing}")
 
 
-def run_export(plan: LocalJob, display: Display, grace: float = 10.0, poll: float = 0.5) -> ExportOutcome:
-    """Run the exporter (retrying transient failures) to a verified export; stops it on any interruption."""
-    env = {**plan.base_env(), SETTINGS_ENV: plan.settings.to_env()}
+def local_lineage(plan: LocalJob, trained: TrainingResult | None) -> Lineage:
+    """What ``tfps run`` tells the exporter about the training it supervised: the spec, the chief's final
+    checkpoint (its success summary) and its last progress report; no image (local processes)."""
+    status = trained.status if trained else None
+    final = parse_success(trained.message) if trained else None
+    training = TrainingOutcome(
+        step=final.step if final else (status.checkpoint_step if status else None),
+        target_steps=plan.settings.steps,
+        final_checkpoint=final.path if final else (status.checkpoint_path if status else None),
+        loss=status.loss if status else None,
+        steps_per_second=status.steps_per_second if status else None,
+        reported_step=status.step if status else None,
+    )
+    return of_spec(plan.job.spec.to_wire(), "tfps run", training=training)
+
+
+def run_export(
+    plan: LocalJob,
+    display: Display,
+    trained: TrainingResult | None = None,
+    grace: float = 10.0,
+    poll: float = 0.5,
+) -> ExportOutcome:
+    """Run the exporter (retrying transient failures) to a verified export; stops it on any interruption.
+    ``trained``: how training ended, for the export's lineage."""
+    env = {
+        **plan.base_env(),
+        SETTINGS_ENV: plan.settings.to_env(),
+        LINEAGE_ENV: local_lineage(plan, trained).to_env(),
+    }
     child = plan.child("export", list(plan.exporter), env)
     attempts = plan.job.spec.export.backoff_limit + 1
     formats = ", ".join(plan.settings.export.formats)

@@ -1,11 +1,14 @@
 """Run the training cluster as local processes, with the operator's failure rules.
 
-One loop in the main thread: start ps, workers, evaluator and chief with TF_CONFIG on loopback
-ports; poll them and the lead's progress (the chief's, or worker 0's in a job without one); on a failure
-ask ``reconcile.failure_policy`` what to do (recreate one process, restart everything from the latest
-checkpoint, or give up), with the job's strategy (:mod:`...strategies`) saying which roles are recreated alone.
-A process recreated alone waits out the crash-loop back-off of ``reconcile.crashloop`` (its local schedule).
-The strategy's success rule (the lead exiting 0, by default) means training is done.
+One loop in the main thread: start the tf.data service (dispatcher and data workers, when the job has one),
+ps, workers, evaluator and chief with TF_CONFIG on loopback ports; poll them and the lead's progress (the
+chief's, or worker 0's in a job without one); on a failure ask ``reconcile.failure_policy`` what to do
+(recreate one process, restart everything from the latest checkpoint, or give up), with the job's strategy
+(:mod:`...strategies`) saying which roles are recreated alone. A process recreated alone waits out the crash-
+loop back-off of ``reconcile.crashloop`` (its local schedule). The strategy's success rule (the lead exiting
+0, by default) means training is done. A restart of the training cluster (or a resize by restart) leaves the
+tf.data service running, as the operator does: the restarted cluster joins the service's iteration where it
+stood (docs/data-service.md).
 
 ``--resize STEP=WORKERS[:PS]`` rehearses a resize of a running job on one machine: once the lead reports
 STEP, the cluster takes the new size as the operator would (the strategy's rule: workers leave live, or
@@ -23,8 +26,17 @@ from pathlib import Path
 
 from tfps_wire import exitcodes
 from tfps_wire.job_settings import SETTINGS_ENV, TERMINATION_LOG_ENV, JobSettings
+from tfps_wire.termination import parse_success
 
-from ...api.models import ClusterSize, PSTrainingJob, Recreation, RestartPolicy, Role, replica_counts
+from ...api.models import (
+    DATA_SERVICE_ROLES,
+    ClusterSize,
+    PSTrainingJob,
+    Recreation,
+    RestartPolicy,
+    Role,
+    replica_counts,
+)
 from ...manifests.tfconfig import tf_config_json
 from ...reconcile import crashloop
 from ...reconcile.failure_policy import on_failure
@@ -35,10 +47,10 @@ from .ports import HOST, free_ports, looks_like_port_in_use
 from .procs import Child, stop_all
 from .progress_display import Display, Status, fetch_status
 
-START_ORDER: tuple[Role, ...] = ("ps", "worker", "evaluator", "chief")
+START_ORDER: tuple[Role, ...] = ("dispatcher", "dataworker", "ps", "worker", "evaluator", "chief")
 """Servers first, the chief (which connects to them) last. Failures are also examined in this order
 (chief before workers would blame a worker for a PS crash), so a PS failure is seen as the cause."""
-FAILURE_ORDER: tuple[Role, ...] = ("ps", "chief", "worker", "evaluator")
+FAILURE_ORDER: tuple[Role, ...] = ("dispatcher", "dataworker", "ps", "chief", "worker", "evaluator")
 PROGRESS_HOST_ENV = "TFPS_PROGRESS_HOST"
 STARTUP_WINDOW_S = 30.0
 """A process that dies this soon after starting, saying its port is taken, lost a port race."""
@@ -121,11 +133,14 @@ class Ports:
     progress: dict[Task, int]
 
     @classmethod
-    def allocate(cls, tasks: list[Task], lead: Task) -> Ports:
+    def allocate(cls, tasks: list[Task], lead: Task, kept: dict[Task, int] | None = None) -> Ports:
+        """Fresh ports for every task but those in ``kept`` (task -> the gRPC port it keeps)."""
+        kept = kept or {}
+        fresh = [t for t in tasks if t not in kept]
         with_progress = [t for t in tasks if t == lead or t.role == "evaluator"]
-        ports = free_ports(len(tasks) + len(with_progress))
-        grpc = dict(zip(tasks, ports))
-        return cls(grpc=grpc, progress=dict(zip(with_progress, ports[len(tasks) :])))
+        ports = free_ports(len(fresh) + len(with_progress))
+        grpc = {**kept, **dict(zip(fresh, ports))}
+        return cls(grpc=grpc, progress=dict(zip(with_progress, ports[len(fresh) :])))
 
     def address(self, role: Role, index: int) -> str:
         return f"{HOST}:{self.grpc[Task(role, index)]}"
@@ -136,6 +151,9 @@ def task_env(local_job: LocalJob, ports: Ports, task: Task) -> dict[str, str]:
     settings = local_job.settings
     if task in ports.progress:
         settings = settings.model_copy(update={"progress_port": ports.progress[task]})
+    if settings.data_service is not None:
+        service = settings.data_service.model_copy(update={"dispatcher": ports.address("dispatcher", 0)})
+        settings = settings.model_copy(update={"data_service": service})
     return {
         **local_job.base_env(),
         "TF_CONFIG": tf_config_json(replica_counts(local_job.job), ports.address, task.role, task.index),
@@ -160,6 +178,9 @@ class Supervisor:
     display: Display
     poll_interval: float = 0.5
     grace: float = 10.0
+    lead_grace: float | None = None
+    """How long the roles that stop first on a resize (the chief, saving its checkpoint) may take: the
+    job's terminationGracePeriodSeconds, as its pod has; ``grace`` when None."""
     port_race_settle: float = PORT_RACE_SETTLE_S
     restarts: int = 0
     preemptions: int = 0
@@ -180,25 +201,39 @@ class Supervisor:
     """Workers left this run of the cluster live: a worker failure now restarts it (see ``reconcile.resize``)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def _start_cluster(self) -> None:
+    def _start_cluster(self, keep_service: bool = False) -> None:
+        """Start every process; with ``keep_service``, the tf.data service's processes still running keep
+        running on their ports (a restart of the training cluster)."""
         self._shrunk_live = False
         for gone in [t for t in self.children if t not in self.local_job.tasks]:  # resized away
             del self.children[gone]
-        self._ports = Ports.allocate(self.local_job.tasks, self.local_job.lead)
+        kept = {
+            t: self._ports.grpc[t]
+            for t, c in self.children.items()
+            if keep_service and self._ports is not None and t.role in DATA_SERVICE_ROLES and c.running()
+        }
+        self._ports = Ports.allocate(self.local_job.tasks, self.local_job.lead, kept)
         self._finished.clear()
         self._recreate_at.clear()
         self._done_at = None
         for task in self.local_job.tasks:
+            if task in kept:
+                continue
             fresh = self.local_job.child(
                 task.name, list(self.local_job.trainer), task_env(self.local_job, self._ports, task)
             )
             child = self.children.setdefault(task, fresh)
             child.env = fresh.env  # new ports on a restart; same Child keeps its log and start count
             child.start()
-        where = " ".join(f"{t.name}:{self._ports.grpc[t]}" for t in self.local_job.tasks)
+        where = " ".join(f"{t.name}:{self._ports.grpc[t]}" for t in self.local_job.tasks if t not in kept)
         self.display.event(
-            f"started {len(self.local_job.tasks)} processes on {HOST} (ports {where}); logs in {self.local_job.logs}"
+            f"started {len(self.local_job.tasks) - len(kept)} processes on {HOST} (ports {where}); logs in "
+            f"{self.local_job.logs}" + (f"; the tf.data service ({len(kept)} processes) kept running" if kept else "")
         )
+
+    def _training_children(self) -> list[Child]:
+        """The processes a restart of the training cluster stops: all but the tf.data service's."""
+        return [c for t, c in self.children.items() if t.role not in DATA_SERVICE_ROLES]
 
     def stop(self) -> None:
         """Stop every process of the cluster (SIGTERM, then SIGKILL after the grace period)."""
@@ -233,6 +268,7 @@ class Supervisor:
                     if self._evaluator_still_useful():
                         continue
                     summary = self.children[self.local_job.lead].reason().split(": ", 1)[-1]
+                    self._report_final_checkpoint(summary)
                     self.stop()
                     return self._result(True, summary or "training finished")
                 continue
@@ -271,8 +307,8 @@ class Supervisor:
                 self.preemptions += 0 if decision.counted else 1
                 self.display.event(f"{decision.message} ({child.reason() or 'see ' + str(child.log_path)})")
                 grace = self.local_job.strategy.restart_grace_seconds
-                stop_all(self.children.values(), self.grace if grace is None else min(grace, self.grace))
-                self._start_cluster()
+                stop_all(self._training_children(), self.grace if grace is None else min(grace, self.grace))
+                self._start_cluster(keep_service=True)
             else:
                 message = f"{decision.reason}: {decision.message}\n{child.describe_failure(code)}"
                 self.stop()
@@ -299,15 +335,15 @@ class Supervisor:
             self._shrunk_live = True
         else:
             first = self.local_job.strategy.stops_first
-            stop_all([c for t, c in self.children.items() if t.role in first], self.grace)
+            stop_all([c for t, c in self.children.items() if t.role in first], self.lead_grace or self.grace)
             if self.children[self.local_job.lead].poll() == 0:  # it reached the target step while stopping
                 self._finished.add(self.local_job.lead)
                 self.display.event(f"not resized ({what}): training finished while the lead stopped")
                 return
             grace = self.local_job.strategy.restart_grace_seconds
-            stop_all(self.children.values(), self.grace if grace is None else min(grace, self.grace))
+            stop_all(self._training_children(), self.grace if grace is None else min(grace, self.grace))
             self.local_job = replace(self.local_job, job=job)
-            self._start_cluster()
+            self._start_cluster(keep_service=True)
         line = f"resized ({method}): {what}, in {time.monotonic() - started:.1f}s"
         self.resized.append(line)
         self.display.event(line)
@@ -353,6 +389,16 @@ class Supervisor:
                 self.display.event(f"checkpoint at step {status.checkpoint_step}: {status.checkpoint_path}")
             self.status = status
             self.display.update(status)
+
+    def _report_final_checkpoint(self, summary: str) -> None:
+        """The lead's success summary names its final checkpoint; the last poll may have missed it
+        (the lead saves and exits between two polls), as the operator's monitor may."""
+        final = parse_success(summary)
+        known = self.status.checkpoint_step if self.status is not None else None
+        if final is None or final.path is None or (known is not None and final.step <= known):
+            return
+        self.display.event(f"checkpoint at step {final.step}: {final.path}")
+        self.status = replace(self.status or Status(), checkpoint_step=final.step, checkpoint_path=final.path)
 
     def _start_due_recreations(self) -> None:
         now = time.monotonic()

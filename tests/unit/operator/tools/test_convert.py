@@ -446,3 +446,21 @@ def test_a_ps_job_without_a_chief_is_refused_naming_the_field_to_add() -> None:
     message = str(err.value)
     assert message.startswith("spec.tfReplicaSpecs.Chief: required with PS: ")
     assert "add a Chief replica with replicas: 1" in message
+
+
+def test_what_the_operator_sets_on_the_pods_is_named_not_carried_and_the_job_validates() -> None:
+    chief = replica(1, env=[{"name": "HOME", "value": "/home/app"}, {"name": "KEEP", "value": "1"}])
+    chief["template"]["metadata"] = {
+        "labels": {"scheduling.x-k8s.io/pod-group": "mnist-ps", "team": "vision"},
+        "annotations": {"tfps.dev/restart": "0"},
+    }
+    conv = convert(tfjob({"Chief": chief, "PS": replica(1), "Worker": replica(1)}))
+    assert {d.path for d in conv.not_carried} == {
+        "spec.tfReplicaSpecs.Chief.template.spec.containers[0].env[HOME]",
+        "spec.tfReplicaSpecs.Chief.template.metadata.labels[scheduling.x-k8s.io/pod-group]",
+        "spec.tfReplicaSpecs.Chief.template.metadata.annotations[tfps.dev/restart]",
+    }
+    template = conv.job["spec"]["replicas"]["chief"]["template"]
+    assert template["metadata"] == {"labels": {"team": "vision"}}
+    assert template["spec"]["env"] == [{"name": "KEEP", "value": "1"}]
+    validate_job(conv.job)
