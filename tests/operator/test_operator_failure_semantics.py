@@ -198,7 +198,8 @@ def test_an_unbound_claim_and_an_image_pull_failure_say_why_the_job_waits(kube, 
 def test_a_missing_claim_holds_the_export_preflight_and_the_job_says_why_once(kube, operator, kubectl):
     """As a new user meets it: the job's claim does not exist, so its export pre-flight pod cannot be
     scheduled (the scheduler is real). The job says so in kubectl get, a condition and one Event, and
-    stops saying it once the claim exists and the pod is placed."""
+    stops saying it once the claim exists and the pod is placed. kwok then completes the pre-flight pod
+    (a Job's pod) with no report, so the job trains anyway and says that the pre-flight gave no verdict."""
     body = job_body("m", claim="lost", export=True, export_spec={"preflight": True})
     kube.create_job(body)
     started = time.monotonic()
@@ -222,8 +223,13 @@ def test_a_missing_claim_holds_the_export_preflight_and_the_job_says_why_once(ku
             timeout=60,
             what="Waiting cleared once the claim exists",
         )
-        st = kube.status("m")
-        assert st["phase"] == "Pending" and st.get("reason") is None, st
-        assert kube.trainer_pods("m") == {}  # the pre-flight still has no verdict
+        assert kube.status("m").get("reason") != "ClaimNotFound"
+        kube.wait_until(
+            lambda: (c := kube.condition("m", "ExportPreflight")) and c["reason"] == "PreflightDidNotRun",
+            timeout=60,
+            what="the pre-flight's pod completed without a verdict",
+        )
+        kube.wait_until(lambda: len(kube.trainer_pods("m")) == 4, timeout=60, what="the training pods")
+        assert [e["reason"] for e in kube.events("m")].count("ClaimNotFound") == 1
     finally:
         kube.core.delete_persistent_volume(f"{kube.ns}-lost")  # cluster-scoped: the namespace does not take it

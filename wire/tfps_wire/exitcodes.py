@@ -206,7 +206,12 @@ EXPORT_TABLE: tuple[ExitCode, ...] = (
     ),
     ExitCode(ExportCode.UNSAFE_PATH, "UnsafePath", "permanent", "a path escapes the job root or is a symlink"),
     ExitCode(ExportCode.PUBLISH_FAILED, "PublishFailed", "retryable", "I/O error while writing or renaming the export"),
-    ExitCode(ExportCode.INTERRUPTED, "Interrupted", "retryable", "SIGTERM/SIGINT: nothing was published"),
+    ExitCode(
+        ExportCode.INTERRUPTED,
+        "Interrupted",
+        "retryable",
+        "SIGTERM/SIGINT before publishing began: nothing was published (one during publishing lets the export finish)",
+    ),
 )
 """Every failing code's name is the reason the exporter reports with it, so a failed export can be named
 even when its termination message is missing."""

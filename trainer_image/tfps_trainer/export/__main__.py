@@ -55,7 +55,14 @@ def supervise(argv: list[str]) -> Result:
     skipped: list[FormatFailure] = []
     child: subprocess.Popen[bytes] | None = None
 
+    stopping: list[int] = []
+
+    def interrupted() -> ExportFailed:
+        name = signal.Signals(stopping[0]).name
+        return ExportFailed(reason="Interrupted", message=f"received {name}; nothing was published")
+
     def forward(signum: int, _frame: Any) -> None:
+        stopping.append(signum)
         if child is not None and child.poll() is None:
             child.send_signal(signum)
 
@@ -66,6 +73,8 @@ def supervise(argv: list[str]) -> Result:
         for _ in range(MAX_ATTEMPTS):
             for f in (result_file, journal):
                 f.unlink(missing_ok=True)
+            if stopping:
+                return interrupted()
             skip_file.write_text(json.dumps([f.model_dump(by_alias=True) for f in skipped]))
             cmd = [
                 sys.executable,
@@ -81,6 +90,8 @@ def supervise(argv: list[str]) -> Result:
             rc = child.wait()
             if result_file.is_file():
                 return parse_any(result_file.read_text(encoding="utf-8"))
+            if stopping:  # told to stop: a worker that died on the way is not retried
+                return interrupted()
             begun = last_begun(journal)
             if begun is None or any(f.label == begun[0] for f in skipped):
                 where = f"while converting/verifying {begun[0]}" if begun else "before any artifact was produced"

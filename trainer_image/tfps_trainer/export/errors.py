@@ -10,6 +10,11 @@ from tfps_wire.termination import one_line
 CANCELLED = threading.Event()
 """Set by the SIGTERM/SIGINT handler; the pipeline checks it between steps and right before publishing."""
 
+COMMITTING = threading.Event()
+"""Set by the pipeline once it starts publishing: from then on a termination signal only sets
+:data:`CANCELLED` and the export finishes, so that its result says what was published (a volume's publish
+is a few renames; object storage writes the manifest last, so a kill mid-upload leaves nothing visible)."""
+
 
 def error_line(exc: BaseException, limit: int = 600) -> str:
     """``Type: message`` on one line, the message shortened to ``limit`` characters: for messages built

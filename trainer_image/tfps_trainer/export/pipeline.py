@@ -44,7 +44,7 @@ from tfps_wire.uri import is_uri
 
 from . import formats, report_html, size_limits, source, verify
 from .artifact import FILE_NAMES, Artifact, label, tflite_name
-from .errors import CANCELLED
+from .errors import CANCELLED, COMMITTING
 from .journal import Journal
 from .publish import MANIFEST, Publisher, lay_out_for_kserve
 
@@ -465,6 +465,7 @@ def export(
         manifest.write(stage / MANIFEST, doc)
         _write_report(stage, doc)
         _check_cancelled()
+        COMMITTING.set()
         # TF Serving's layout (serving/<step>/) holds the SavedModel of complete exports only
         serves = not missing_required and any(e["format"] == "savedmodel" for e in out.passed)
         if not missing_required:  # KServe's runtimes read a complete export only (published with it)

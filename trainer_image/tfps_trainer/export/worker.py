@@ -22,7 +22,7 @@ from tfps_wire.export_result import ExportError, ExportFailed, ExportSucceeded, 
 from tfps_wire.job_settings import JobSettings, SettingsError
 from tfps_wire.lineage import Lineage
 
-from .errors import CANCELLED
+from .errors import CANCELLED, COMMITTING, error_line
 
 Result = ExportSucceeded | ExportFailed | PreflightReport
 
@@ -45,9 +45,11 @@ def parser(prog: str = "python -m tfps_trainer.export") -> argparse.ArgumentPars
 
 def _interrupted(signum: int, _frame: Any) -> None:
     """Stop at once (KeyboardInterrupt is not swallowed by ``except Exception`` in libraries) and set the
-    flag the pipeline checks before publishing, in case something swallows it anyway."""
+    flag the pipeline checks before publishing, in case something swallows it anyway. Once the pipeline
+    publishes (:data:`COMMITTING`) the export is let finish."""
     CANCELLED.set()
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+    if not COMMITTING.is_set():
+        raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def attempt(args: argparse.Namespace, skip: list[FormatFailure]) -> Result:
@@ -72,6 +74,9 @@ def attempt(args: argparse.Namespace, skip: list[FormatFailure]) -> Result:
         return ExportFailed(reason="Interrupted", message=f"received {exc or 'SIGINT'}; nothing was published")
     except Exception as exc:
         traceback.print_exc()
+        if CANCELLED.is_set() and not COMMITTING.is_set():  # a library turned the KeyboardInterrupt into its own
+            why = f"received a termination signal ({error_line(exc, 300)}); nothing was published"
+            return ExportFailed(reason="Interrupted", message=why)
         return ExportFailed(
             reason="InternalError", message=f"{type(exc).__name__}: {' '.join(str(exc).split())[:1000]}"
         )
