@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-unit soak cluster-up cluster-down crd lint
+.PHONY: venv demo test test-unit soak chaos cluster-up cluster-down crd lint
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
@@ -68,6 +68,14 @@ test:
 soak: venv
 	hack/cluster up
 	$(BIN)/pytest -m slow tests/soak $(PYTEST_ARGS)
+
+# The control-plane chaos suite (tests/chaos): the API server restarted and stopped for two minutes, etcd
+# restarted, the watches expired, while jobs run (about 4 minutes; TFPS_CHAOS_FAULTS and
+# TFPS_CHAOS_STOP_SECONDS choose). .ci/run runs it after the soak; the faults hit this checkout's cluster,
+# so nothing else may use it meanwhile.
+chaos: venv
+	hack/cluster up
+	$(BIN)/pytest -m slow tests/chaos $(PYTEST_ARGS)
 
 # The real-node tier (hack/realnode/README.md): the control plane + a real node (containerd, kubelet,
 # CoreDNS) on this machine, then tests/realnode on real pods of the trainer image. Needs root and Debian's

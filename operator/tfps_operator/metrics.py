@@ -23,6 +23,12 @@ RECONCILE_SECONDS = Histogram(
 POD_RESTARTS = Counter("tfps_pod_restarts_total", "Trainer pods recreated after a failure or loss", ["role"])
 JOB_RESTARTS = Counter("tfps_job_restarts_total", "Whole-job restarts (chief or PS failed)")
 API_ERRORS = Counter("tfps_api_errors_total", "Requests the API server refused or failed", ["verb", "code"])
+WATCH_RELISTS = Counter(
+    "tfps_watch_relists_total",
+    "Lists of a child kind after its watch could not resume: reason Expired (410 Gone: the API server no longer "
+    "serves its resourceVersion, as after a restart over compacted history) or Error",
+    ["kind", "reason"],
+)
 LEADER = Gauge("tfps_operator_leader", "1 while this replica holds the leader Lease (always 1 without leader election)")
 LEADER_CHANGES = Counter(
     "tfps_operator_leader_changes_total", "Times this replica became leader or stopped leading", ["to"]

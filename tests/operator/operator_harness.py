@@ -221,6 +221,22 @@ class Cluster:
             },
         )
 
+    def children(self, job: str) -> dict[str, str]:
+        """uids of the job's live children by ``Kind/name``: claim, Service, NetworkPolicy, trainer pods and
+        batch Jobs (export pods left out)."""
+        sel = f"tfps.dev/job-name={job}"
+        out: dict[str, str] = {}
+        for kind, items in (
+            ("PersistentVolumeClaim", self.core.list_namespaced_persistent_volume_claim(self.ns, label_selector=sel)),
+            ("Service", self.core.list_namespaced_service(self.ns, label_selector=sel)),
+            ("NetworkPolicy", self.net.list_namespaced_network_policy(self.ns, label_selector=sel)),
+            ("Pod", self.core.list_namespaced_pod(self.ns, label_selector=f"{sel},tfps.dev/replica-type")),
+            ("Job", self.batch.list_namespaced_job(self.ns, label_selector=sel)),
+        ):
+            live = (o for o in items.items if not o.metadata.deletion_timestamp)
+            out.update({f"{kind}/{o.metadata.name}": o.metadata.uid for o in live})
+        return out
+
     def events(self, name: str) -> list[dict[str, Any]]:
         items = self.core.list_namespaced_event(self.ns, field_selector=f"involvedObject.name={name}").items
         return [self.d(e) for e in items]

@@ -28,7 +28,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 FIXTURE = Path(__file__).resolve().parents[1] / "support" / "upgrade" / "ab5f88f.json"
 SCENARIO = "ps-eval-claim-export"
 NODE = "kwok-node-1"
-KINDS = ("PersistentVolumeClaim", "Service", "NetworkPolicy", "Pod", "Job")
 
 
 def replay(kube: Any, phase: str, name: str, scenario: str = SCENARIO) -> dict[str, str]:
@@ -72,21 +71,6 @@ def replay(kube: Any, phase: str, name: str, scenario: str = SCENARIO) -> dict[s
     return uids
 
 
-def children(kube: Any, name: str) -> dict[str, str]:
-    """uids of the job's live children of :data:`KINDS` by ``Kind/name`` (export pods left out)."""
-    sel = f"tfps.dev/job-name={name}"
-    out: dict[str, str] = {}
-    for kind, items in (
-        ("PersistentVolumeClaim", kube.core.list_namespaced_persistent_volume_claim(kube.ns, label_selector=sel).items),
-        ("Service", kube.core.list_namespaced_service(kube.ns, label_selector=sel).items),
-        ("NetworkPolicy", kube.net.list_namespaced_network_policy(kube.ns, label_selector=sel).items),
-        ("Pod", kube.core.list_namespaced_pod(kube.ns, label_selector=f"{sel},tfps.dev/replica-type").items),
-        ("Job", kube.batch.list_namespaced_job(kube.ns, label_selector=sel).items),
-    ):
-        out.update({f"{kind}/{o.metadata.name}": o.metadata.uid for o in items if not o.metadata.deletion_timestamp})
-    return out
-
-
 def export_done(kube: Any, name: str) -> None:
     """Play the export pod: it exported step 10."""
     pod = kube.wait_until(
@@ -99,7 +83,7 @@ def export_done(kube: Any, name: str) -> None:
 def kept(kube: Any, left: dict[str, dict[str, str]], written: dict[str, dict[str, Any]]) -> None:
     """Every child ab5f88f left is there with its uid (none deleted, none recreated), every status field too."""
     for name, uids in left.items():
-        assert children(kube, name) == uids, f"{name}: a child was deleted or recreated"
+        assert kube.children(name) == uids, f"{name}: a child was deleted or recreated"
         now = kube.status(name)
         lost = sorted(k for k in written[name] if k not in now)
         assert not lost, f"{name}: status fields lost: {lost}"
@@ -132,4 +116,4 @@ def test_the_working_trees_operator_keeps_what_ab5f88f_left_and_the_jobs_finish(
         st = kube.wait_phase(name, "Succeeded")
         assert st["export"]["step"] == 10 and st["export"]["jobName"] == f"{name}-export"
         assert len([j for j in kube.batch.list_namespaced_job(kube.ns).items if j.metadata.name.startswith(name)]) == 1
-    assert children(kube, "exp")["Job/exp-export"] == left["exp"]["Job/exp-export"]
+    assert kube.children("exp")["Job/exp-export"] == left["exp"]["Job/exp-export"]

@@ -154,12 +154,17 @@ def served_from_the_claim(
     image: str,
     placement: dict[str, Any],
     wait_until: Any,
+    uris: dict[str, str],
 ) -> dict[str, Any]:
-    """A pod with one container per runtime, each with the runtime's base path of the export (as its
-    ``pvc://`` storage URI names it) mounted read-only at ``/mnt/models``; returns what each loaded."""
+    """A pod with one container per runtime, each with the runtime's base path of the export mounted
+    read-only at ``/mnt/models`` as KServe mounts a ``pvc://`` storage URI: ``uris[runtime]`` (the one an
+    InferenceService names), else the one the export's layout gives; returns what each loaded."""
     mounts = {}
     for runtime in ("tensorflow", "onnx"):
-        uri = serving_layout.base_path(f"pvc://{claim}/{kube.ns}/{job}/exports/{step}", runtime)  # type: ignore[arg-type]
+        uri = uris.get(runtime) or serving_layout.base_path(
+            f"pvc://{claim}/{kube.ns}/{job}/exports/{step}",
+            runtime,  # type: ignore[arg-type]
+        )
         got_claim, sub = uri.removeprefix("pvc://").split("/", 1)
         assert got_claim == claim, uri
         mounts[runtime] = sub

@@ -220,6 +220,15 @@ def quickstart(steps: int | None = None, every: int | None = None) -> dict[str, 
 
 
 @pytest.fixture
+def kserve_crds(k8s):
+    """KServe's CRDs served while the test runs (installed before its operator starts)."""
+    from support import kserve
+
+    with kserve.installed(k8s):
+        yield
+
+
+@pytest.fixture
 def operated(realnode, cluster, k8s, namespace, wait_until, hostpath_pv, tmp_path):
     """The chart installed (operator Deployment scaled to 0), its ServiceAccount's token driving
     `tfps operator` on the host, and a hostPath PV waiting for the job's claim."""
@@ -445,7 +454,7 @@ def test_kubectl_scale_grows_a_running_job_that_resumes_from_the_chiefs_save(ope
 
 
 def test_client_logs_and_download_artifacts_against_a_real_kubelet(
-    operated, realnode, kubeconfig, wait_until, tmp_path, capsys
+    kserve_crds, operated, realnode, kubeconfig, wait_until, tmp_path, capsys
 ):
     """TFPSClient.logs (followed while the chief trains, then read back) and `tfps logs`; download_artifacts
     and `tfps artifacts --download` through a reader pod on the node (exec + tar), checked file by file
@@ -458,7 +467,9 @@ def test_client_logs_and_download_artifacts_against_a_real_kubelet(
     kube, op, pv = operated
     data = pv(names.pvc_name("quickstart"))
     client = TFPSClient(kubeconfig=kubeconfig, namespace=kube.ns)
-    kube.create_job(quickstart())
+    job = quickstart()
+    job["spec"]["serving"] = {"name": "quickstart"}  # KServe's CRDs are served: handed off once verified
+    kube.create_job(job)
     chief = names.pod_name("quickstart", "chief", 0)
     wait_until(
         lambda: kube.trainer_pods("quickstart").get(chief, {}).get("status", {}).get("phase") == "Running",
@@ -519,8 +530,29 @@ def test_client_logs_and_download_artifacts_against_a_real_kubelet(
     tb = tensorboard_through_the_kubelet(kube, "quickstart", kubeconfig, events, wait_until)
     manifest = json.loads((published / "manifest.json").read_text())
     claim = names.pvc_name("quickstart")
-    served = served_from_the_claim(kube, claim, "quickstart", step, manifest, TRAINER_IMAGE, ON_REAL_NODE, wait_until)
-    print(f"\ntensorboard through the kubelet: {tb}\nserved from pvc://{claim}: {served}")
+    # the InferenceService the operator made of the verified export: its storage URI is what is served
+    isvc = wait_until(
+        lambda: kube.custom.get_namespaced_custom_object(
+            "serving.kserve.io", "v1beta1", kube.ns, "inferenceservices", "quickstart"
+        ),
+        timeout=60,
+        interval=1,
+        what="the InferenceService quickstart",
+    )
+    uri = isvc["spec"]["predictor"]["model"]["storageUri"]
+    assert uri == f"pvc://{claim}/{kube.ns}/quickstart/exports/{step}/kserve/tensorflow", uri
+    served = served_from_the_claim(
+        kube, claim, "quickstart", step, manifest, TRAINER_IMAGE, ON_REAL_NODE, wait_until, {"tensorflow": uri}
+    )
+    arts = {a["format"]: (a["sha256"][:16], a["bytes"]) for a in manifest["artifacts"]}
+    lineage = manifest["lineage"]
+    print(
+        f"\ntensorboard through the kubelet: {tb}\nInferenceService quickstart: storageUri {uri}, "
+        f"modelFormat {isvc['spec']['predictor']['model']['modelFormat']}\n"
+        f"  manifest.json of exports/{step}: complete {manifest.get('complete')}, artifacts {arts}, "
+        f"lineage spec sha256 {lineage['spec']['sha256'][:16]}, image {lineage['image']['digest']}\n"
+        f"served from {uri}: {served}"
+    )
 
     # a file changed on the volume after the export: the download refuses it and names it
     tflite = next(p for p in published.rglob("*.tflite"))

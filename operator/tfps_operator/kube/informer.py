@@ -7,9 +7,9 @@ process. The list is paged, so a restart over thousands of pods never holds them
 
 :attr:`Informer.synced` is set once every served namespace has been listed: the workers start no pass
 before all informers are synced, so a restarted operator sees every child before its first decision.
-A watch that ends is resumed from its last resourceVersion (bookmarks keep it fresh); one the API
-server no longer serves (410 Gone) or any error starts over with a list, reporting every record that
-changed or vanished in between.
+A watch that ends or loses its connection is resumed from its last resourceVersion (bookmarks keep it
+fresh); one the API server no longer serves (410 Gone) or refuses starts over with a list, reporting every
+record that changed or vanished in between (``tfps_watch_relists_total``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
+from .. import metrics
 from ..manifests.labels import JOB_NAME
 from .client import ApiError, Kube
 
@@ -87,19 +88,27 @@ class Informer(Generic[R]):
                     delay = RETRY_SECONDS[0]
             except asyncio.CancelledError:
                 raise
-            except ApiError as exc:
-                if exc.status != 410:
+            except (ApiError, _Expired) as exc:
+                if isinstance(exc, _Expired) or exc.status == 410:
+                    log.info("watching %s in %s: expired (410 Gone); listing again", self.kind, namespace or "*")
+                    self._relisting("Expired")
+                else:  # refused (403, 500...): start over with a list, after a pause
                     log.warning("watching %s: %s", self.kind, exc)
+                    self._relisting("Error")
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, RETRY_SECONDS[1])
                 rv = None
-            except _Expired:
-                rv = None
-            except Exception as exc:  # a dropped connection, a broken stream: list again
+            except Exception as exc:
+                # the connection dropped or could not be made (the API server restarting, unreachable):
+                # resume from the last resourceVersion, as client-go's reflector does, so that an API
+                # server's restart costs one watch per kind and not a list of every child; a version the
+                # API server no longer serves comes back as 410 Gone above
                 log.warning("watching %s: %s: %s", self.kind, type(exc).__name__, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_SECONDS[1])
-                rv = None
+
+    def _relisting(self, reason: str) -> None:
+        metrics.WATCH_RELISTS.labels(kind=self.kind, reason=reason).inc()
 
     async def _list(self, namespace: str | None) -> str:
         """Replace this namespace's records with a fresh list; returns the list's resourceVersion."""

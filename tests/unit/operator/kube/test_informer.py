@@ -32,6 +32,7 @@ class FakeKube:
     ):
         self.pages, self.watches, self.relist = pages, watches, relist
         self.lists = 0
+        self.watched_from: list[str] = []
 
     async def list_page(self, kind: str, ns: str | None, selector: str, limit: int, cont: str | None) -> dict:
         index = int(cont or 0)
@@ -45,6 +46,7 @@ class FakeKube:
         }
 
     async def watch(self, kind: str, ns: str | None, selector: str, rv: str, timeout: int) -> AsyncIterator[dict]:
+        self.watched_from.append(rv)
         if not self.watches:
             await asyncio.Event().wait()  # the stream stays open
         answer = self.watches.pop(0)
@@ -115,3 +117,32 @@ def test_a_gone_watch_lists_again_and_reports_what_vanished_meanwhile():
     assert kube.lists == 2
     assert [p.name for p in informer.get(("ns", "j"))] == ["j-chief-0"]
     assert ("j", "Pod/j-ps-0", "u-j-ps-0", True) in seen[2:]
+
+
+def test_a_dropped_connection_resumes_the_watch_from_its_last_version_without_a_list(monkeypatch):
+    monkeypatch.setattr("tfps_operator.kube.informer.RETRY_SECONDS", (0.0, 0.0))
+    kube = FakeKube(
+        [[pod("j-chief-0")]],
+        [
+            [
+                {
+                    "type": "ADDED",
+                    "object": {**pod("j-ps-0"), "metadata": {**pod("j-ps-0")["metadata"], "resourceVersion": "130"}},
+                }
+            ],
+            ConnectionResetError("the API server went away"),
+            ConnectionRefusedError("still away"),
+        ],
+    )
+    informer, _ = run(kube)
+    assert kube.lists == 1
+    assert kube.watched_from[:4] == ["100", "130", "130", "130"]
+    assert sorted(p.name for p in informer.get(("ns", "j"))) == ["j-chief-0", "j-ps-0"]
+
+
+def test_a_refused_watch_lists_again(monkeypatch):
+    monkeypatch.setattr("tfps_operator.kube.informer.RETRY_SECONDS", (0.0, 0.0))
+    kube = FakeKube([[pod("j-chief-0")]], [ApiError(500, "InternalError", "etcd", "WATCH", "Pod")], relist=[[]])
+    informer, _ = run(kube)
+    assert kube.lists == 2 and kube.watched_from[:2] == ["100", "100"]
+    assert informer.get(("ns", "j"), ()) == ()
