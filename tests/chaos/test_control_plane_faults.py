@@ -6,7 +6,11 @@ another (``TFPS_CHAOS_FAULTS``, comma-separated, in order):
 * ``restart-etcd``: etcd is stopped and started again with its data kept;
 * ``expire-watches``: the API server is stopped, etcd's history compacted past every version a watch holds,
   and the API server started: every child watch of the operator resumes, gets 410 Gone and lists again
-  (``tfps_watch_relists_total{reason="Expired"}`` for each kind).
+  (``tfps_watch_relists_total{reason="Expired"}`` for each kind);
+* ``move-lease``: the leading replica is frozen (SIGSTOP) until the other takes the Lease over, then resumed.
+
+The operator runs as the chart runs it with ``replicaCount: 2``: two replicas with leader election on a Lease
+(the chart's durations: 15 s lease, 10 s renew deadline), so every fault also tests who leads after it.
 
 Around each fault: a job created just before it and a chief that finished just before it. After it: every
 child of every job is the one it was (same uid) and no other exists, no job counts a restart, the job
@@ -21,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -33,7 +38,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(1500)]
 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = ("chief-0", "ps-0", "worker-0", "worker-1")
-FAULTS = os.environ.get("TFPS_CHAOS_FAULTS", "restart-apiserver,stop-apiserver,restart-etcd,expire-watches")
+FAULTS = os.environ.get("TFPS_CHAOS_FAULTS", "restart-apiserver,stop-apiserver,restart-etcd,expire-watches,move-lease")
 STOP_SECONDS = float(os.environ.get("TFPS_CHAOS_STOP_SECONDS", "120"))
 INFORMER_KINDS = ("Pod", "Job", "Service", "NetworkPolicy", "PersistentVolumeClaim")
 """The child kinds the operator lists and watches itself (its PSTrainingJob watch is Kopf's, which lists
@@ -48,9 +53,38 @@ def hack_cluster(*args: str) -> str:
     return done.stdout
 
 
-def inject(fault: str) -> None:
-    """The fault; returns once the API server answers again."""
-    if fault == "restart-apiserver":
+def leading(ops: list[OperatorProcess]) -> list[OperatorProcess]:
+    """The replicas that say they lead (``tfps_operator_leader``); a frozen one answers nothing."""
+    out = []
+    for op in ops:
+        try:
+            if re.search(r"^tfps_operator_leader 1(\.0)?$", op.metrics(), re.M):
+                out.append(op)
+        except OSError:
+            pass
+    return out
+
+
+def move_lease(ops: list[OperatorProcess], wait_until: Any) -> None:
+    (old,) = wait_until(lambda: len(lead := leading(ops)) == 1 and lead, timeout=60, interval=0.5, what="one leader")
+    assert old.proc is not None
+    os.kill(old.proc.pid, signal.SIGSTOP)
+    try:
+        wait_until(
+            lambda: [op for op in leading(ops) if op is not old],
+            timeout=90,
+            interval=0.5,
+            what="the other replica took the Lease over",
+        )
+    finally:
+        os.kill(old.proc.pid, signal.SIGCONT)
+
+
+def inject(fault: str, ops: list[OperatorProcess], wait_until: Any) -> None:
+    """The fault; returns once the API server answers again (``move-lease``: once the Lease has moved)."""
+    if fault == "move-lease":
+        move_lease(ops, wait_until)
+    elif fault == "restart-apiserver":
         hack_cluster("restart", "apiserver")
     elif fault == "stop-apiserver":
         hack_cluster("stop", "apiserver")
@@ -108,7 +142,10 @@ def test_jobs_ride_out_api_server_and_etcd_faults(k8s, kubeconfig, make_namespac
     install_crd(kubeconfig)
     kube = Cluster(k8s, make_namespace(), wait_until)
     kube.bound_claim("data")
-    op = OperatorProcess(kubeconfig, [kube.ns], tmp_path / "operator.log").start()
+    lease = {"TFPS_LEADER_ELECTION": "true", "TFPS_LEASE_NAME": "tfps-chaos", "TFPS_OPERATOR_NAMESPACE": kube.ns}
+    ops = [OperatorProcess(kubeconfig, [kube.ns], tmp_path / f"operator-{i}.log", extra_env=lease) for i in (0, 1)]
+    for op in ops:
+        op.start()
     first_seen: dict[str, dict[str, str]] = {}  # every job's children as first seen whole
 
     def check_children(job: str) -> None:
@@ -127,13 +164,13 @@ def test_jobs_ride_out_api_server_and_etcd_faults(k8s, kubeconfig, make_namespac
         start("steady")
         previous: str | None = None
         for i, fault in enumerate(f.strip() for f in FAULTS.split(",") if f.strip()):
-            before = relists(op)
+            before = [relists(op) for op in ops]
             racing = f"racing-{i}"
             kube.create_job(job_body(racing))  # the operator may be creating its pods as the fault lands
             if previous is not None:
                 kube.finish_pod(f"{previous}-chief-0", "Succeeded", 0)  # seen before the fault, or after it
             t_fault = time.monotonic()
-            inject(fault)
+            inject(fault, ops, wait_until)
             answering(kube)
             t_back = time.monotonic()
 
@@ -155,17 +192,21 @@ def test_jobs_ride_out_api_server_and_etcd_faults(k8s, kubeconfig, make_namespac
                 wait_until(lambda j=job: consistent(kube, j), timeout=60, interval=0.5, what=f"{job}'s status")
             for job in ("steady", racing, probe, *([previous] if previous else [])):
                 assert kube.status(job).get("restarts", 0) == 0, (job, kube.status(job))
-            assert op.proc is not None and op.proc.poll() is None, f"the operator exited:\n{op.log()[-3000:]}"
-            if fault == "expire-watches":
-                after = relists(op)
-                expired = {k for k in INFORMER_KINDS if after.get(k, 0) > before.get(k, 0)}
-                assert expired == set(INFORMER_KINDS), (before, after)
+            for op in ops:
+                assert op.proc is not None and op.proc.poll() is None, f"a replica exited:\n{op.log()[-3000:]}"
+            (leader,) = wait_until(lambda: len(lead := leading(ops)) == 1 and lead, timeout=60, what="one leader")
+            if fault == "expire-watches":  # both replicas watch (the standby to take over at once)
+                for op, was in zip(ops, before, strict=True):
+                    after = relists(op)
+                    expired = {k for k in INFORMER_KINDS if after.get(k, 0) > was.get(k, 0)}
+                    assert expired == set(INFORMER_KINDS), (op.log_path.name, was, after)
             rows.append(
                 {
                     "fault": fault,
                     "fault_s": round(t_back - t_fault, 1),
                     "act_s": round(act_s, 1),
                     "finish_s": round(finish_s, 1),
+                    "leader": ops.index(leader),
                 }
             )
             previous = racing
@@ -175,12 +216,14 @@ def test_jobs_ride_out_api_server_and_etcd_faults(k8s, kubeconfig, make_namespac
                 kube.finish_pod(f"{job}-chief-0", "Succeeded", 0)
                 kube.wait_phase(job, "Succeeded", timeout=120)
     except BaseException:
-        print(f"\n--- operator log (last lines) ---\n{op.log()[-6000:]}")
+        for op in ops:
+            print(f"\n--- {op.log_path.name} (last lines) ---\n{op.log()[-5000:]}")
         raise
     finally:
-        op.stop()
-        print(f"\n{'fault':<20} {'fault s':>8} {'act again s':>12} {'finish s':>9}")
+        for op in ops:
+            op.stop()
+        print(f"\n{'fault':<20} {'fault s':>8} {'act again s':>12} {'finish s':>9} {'leader':>7}")
         for r in rows:
-            print(f"{r['fault']:<20} {r['fault_s']:>8} {r['act_s']:>12} {r['finish_s']:>9}")
+            print(f"{r['fault']:<20} {r['fault_s']:>8} {r['act_s']:>12} {r['finish_s']:>9} {r['leader']:>7}")
         if out := os.environ.get("TFPS_CHAOS_JSON"):
             Path(out).write_text(json.dumps({"stop_seconds": STOP_SECONDS, "faults": rows}, indent=2) + "\n")

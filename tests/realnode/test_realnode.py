@@ -465,10 +465,26 @@ def test_client_logs_and_download_artifacts_against_a_real_kubelet(
     from tfps_operator.tools.client import ChecksumMismatch, TFPSClient
 
     kube, op, pv = operated
-    data = pv(names.pvc_name("quickstart"))
+    # served (KServe's CRDs are installed: the verified export is handed off), so on a claim of the user's:
+    # a served model outlives its job, and the API server refuses to serve from the job's own claim
+    claim = "models"
+    data = pv(claim)
+    kube.core.create_namespaced_persistent_volume_claim(
+        kube.ns,
+        {
+            "metadata": {"name": claim},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "volumeName": f"{kube.ns}-{claim}",
+                "resources": {"requests": {"storage": "2Gi"}},
+            },
+        },
+    )
     client = TFPSClient(kubeconfig=kubeconfig, namespace=kube.ns)
     job = quickstart()
-    job["spec"]["serving"] = {"name": "quickstart"}  # KServe's CRDs are served: handed off once verified
+    job["spec"]["storage"] = {"claimName": claim}
+    job["spec"]["serving"] = {"name": "quickstart"}
     kube.create_job(job)
     chief = names.pod_name("quickstart", "chief", 0)
     wait_until(
@@ -529,7 +545,6 @@ def test_client_logs_and_download_artifacts_against_a_real_kubelet(
     (events,) = [p for p in data.rglob("tensorboard/chief") if p.is_dir()]
     tb = tensorboard_through_the_kubelet(kube, "quickstart", kubeconfig, events, wait_until)
     manifest = json.loads((published / "manifest.json").read_text())
-    claim = names.pvc_name("quickstart")
     # the InferenceService the operator made of the verified export: its storage URI is what is served
     isvc = wait_until(
         lambda: kube.custom.get_namespaced_custom_object(
