@@ -238,6 +238,10 @@ class Controller:
                 key = await self.queue.get()
             except ShutDown:
                 return
+            if not self.active.is_set():  # paused while this worker waited for a key: it waits for the next leader
+                self.queue.done(key)
+                self.queue.add(key)
+                continue
             try:
                 if key[0] == "job":
                     await self._job_pass(key[1], key[2])

@@ -53,7 +53,8 @@ class Elector:
         return ok
 
     async def run(self) -> None:
-        """Until cancelled: try to lead, then keep the lease renewed."""
+        """Until cancelled: try to lead, then keep the lease renewed. No failure of the API server ends it:
+        a replica whose loop ended would never lead again, nor would any other if all had."""
         log.info(
             "leader election: Lease %s/%s as %s (lease %gs, renew deadline %gs, retry %gs)",
             self.namespace,
@@ -76,6 +77,9 @@ class Elector:
         except ApiError as exc:
             self._failed(f"cannot read the Lease: {exc}")
             return
+        except Exception as exc:  # no answer at all (the API server restarting, unreachable): try again later
+            self._failed(f"cannot read the Lease: {type(exc).__name__}: {exc}")
+            return
         view = LeaseView.of(current)
         self._seen = leadership.observe(self._seen, view, sent)
         what = leadership.step(view, self.identity, self._seen, sent, self.timings)
@@ -92,6 +96,9 @@ class Elector:
                 written = await lease_api.replace(self.kube, current, spec)
         except ApiError as exc:
             self._failed(f"{'renewal' if what == 'renew' else 'acquisition'} refused: {exc.status} {exc.reason}")
+            return
+        except Exception as exc:  # sent or not, unanswered: the next read of the Lease says which
+            self._failed(f"{'renewal' if what == 'renew' else 'acquisition'} unanswered: {type(exc).__name__}: {exc}")
             return
         self.renewed_at = sent
         self._last_failure = ""

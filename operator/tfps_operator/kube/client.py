@@ -57,6 +57,8 @@ connection carries a few hundred small requests a second, so a burst of new jobs
 connection rather than opening a hundred."""
 TIMEOUT_STATUS = 504
 """The status an :class:`ApiError` carries when the API server did not answer in time."""
+UNREACHABLE_STATUS = 503
+"""The status an :class:`ApiError` carries when the connection failed before an answer."""
 
 
 class ApiError(Exception):
@@ -197,6 +199,11 @@ class Kube:
                     verb,
                     what,
                 ) from None
+            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+                # refused, reset or cut off (the API server restarting or unreachable): like a timeout, the
+                # caller retries later, and a write that may have landed is adopted then (409)
+                metrics.API_ERRORS.labels(verb=verb.lower(), code=str(UNREACHABLE_STATUS)).inc()
+                raise ApiError(UNREACHABLE_STATUS, "Unreachable", f"{type(exc).__name__}: {exc}", verb, what) from None
             if status == 401 and attempt == 1:  # a rotated token: log in again, once
                 await self.close()
                 self._open()
