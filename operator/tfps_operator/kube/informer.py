@@ -21,7 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from .. import metrics
 from ..manifests.labels import JOB_NAME
-from .client import ApiError, Kube
+from .client import TIMEOUT_STATUS, UNREACHABLE_STATUS, ApiError, Kube
 
 log = logging.getLogger(__name__)
 
@@ -89,15 +89,21 @@ class Informer(Generic[R]):
             except asyncio.CancelledError:
                 raise
             except (ApiError, _Expired) as exc:
-                if isinstance(exc, _Expired) or exc.status == 410:
+                if isinstance(exc, ApiError) and exc.status in (UNREACHABLE_STATUS, TIMEOUT_STATUS):
+                    # no answer (a list's request): as a lost connection below, try again from where it was
+                    log.warning("watching %s: %s", self.kind, exc)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, RETRY_SECONDS[1])
+                elif isinstance(exc, _Expired) or exc.status == 410:
                     log.info("watching %s in %s: expired (410 Gone); listing again", self.kind, namespace or "*")
                     self._relisting("Expired")
+                    rv = None
                 else:  # refused (403, 500...): start over with a list, after a pause
                     log.warning("watching %s: %s", self.kind, exc)
                     self._relisting("Error")
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, RETRY_SECONDS[1])
-                rv = None
+                    rv = None
             except Exception as exc:
                 # the connection dropped or could not be made (the API server restarting, unreachable):
                 # resume from the last resourceVersion, as client-go's reflector does, so that an API

@@ -146,3 +146,27 @@ def test_a_refused_watch_lists_again(monkeypatch):
     informer, _ = run(kube)
     assert kube.lists == 2 and kube.watched_from[:2] == ["100", "100"]
     assert informer.get(("ns", "j"), ()) == ()
+
+
+def test_a_list_that_gets_no_answer_is_tried_again_and_counts_no_relist(monkeypatch):
+    from prometheus_client import REGISTRY
+
+    def errors() -> float:
+        return REGISTRY.get_sample_value("tfps_watch_relists_total", {"kind": "Pod", "reason": "Error"}) or 0.0
+
+    monkeypatch.setattr("tfps_operator.kube.informer.RETRY_SECONDS", (0.0, 0.0))
+
+    class Unanswered(FakeKube):
+        failed = False
+
+        async def list_page(self, kind: str, ns: str | None, selector: str, limit: int, cont: str | None) -> dict:
+            if self.lists == 0 and not self.failed:
+                self.failed = True
+                raise ApiError(503, "Unreachable", "ClientConnectorError", "GET", "Pod list")
+            return await super().list_page(kind, ns, selector, limit, cont)
+
+    before = errors()
+    kube = Unanswered([[pod("j-chief-0")]], [])
+    informer, _ = run(kube)
+    assert kube.lists == 1 and [p.name for p in informer.get(("ns", "j"))] == ["j-chief-0"]
+    assert errors() == before
