@@ -65,7 +65,10 @@ class Elector:
             self.timings.retry_period,
         )
         while True:
-            await self.attempt()
+            try:
+                await self.attempt()
+            except Exception as exc:  # what the client did not report as an ApiError: the next attempt reads again
+                self._failed(f"the Lease's request failed: {type(exc).__name__}: {exc}")
             # client-go's jitter: replicas that started together do not ask in lockstep
             await asyncio.sleep(self.timings.retry_period * (1 + (0 if self.leading else 0.2 * random.random())))
 
@@ -76,9 +79,6 @@ class Elector:
             current = await lease_api.read(self.kube, self.namespace, self.name)
         except ApiError as exc:
             self._failed(f"cannot read the Lease: {exc}")
-            return
-        except Exception as exc:  # no answer at all (the API server restarting, unreachable): try again later
-            self._failed(f"cannot read the Lease: {type(exc).__name__}: {exc}")
             return
         view = LeaseView.of(current)
         self._seen = leadership.observe(self._seen, view, sent)
@@ -96,9 +96,6 @@ class Elector:
                 written = await lease_api.replace(self.kube, current, spec)
         except ApiError as exc:
             self._failed(f"{'renewal' if what == 'renew' else 'acquisition'} refused: {exc.status} {exc.reason}")
-            return
-        except Exception as exc:  # sent or not, unanswered: the next read of the Lease says which
-            self._failed(f"{'renewal' if what == 'renew' else 'acquisition'} unanswered: {type(exc).__name__}: {exc}")
             return
         self.renewed_at = sent
         self._last_failure = ""
