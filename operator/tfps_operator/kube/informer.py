@@ -88,28 +88,22 @@ class Informer(Generic[R]):
                     delay = RETRY_SECONDS[0]
             except asyncio.CancelledError:
                 raise
-            except (ApiError, _Expired) as exc:
-                if isinstance(exc, ApiError) and exc.status in (UNREACHABLE_STATUS, TIMEOUT_STATUS):
-                    # no answer (a list's request): as a lost connection below, try again from where it was
-                    log.warning("watching %s: %s", self.kind, exc)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, RETRY_SECONDS[1])
-                elif isinstance(exc, _Expired) or exc.status == 410:
+            except Exception as exc:
+                if isinstance(exc, _Expired) or (isinstance(exc, ApiError) and exc.status == 410):
                     log.info("watching %s in %s: expired (410 Gone); listing again", self.kind, namespace or "*")
                     self._relisting("Expired")
                     rv = None
-                else:  # refused (403, 500...): start over with a list, after a pause
-                    log.warning("watching %s: %s", self.kind, exc)
-                    self._relisting("Error")
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, RETRY_SECONDS[1])
+                    continue
+                log.warning(
+                    "watching %s: %s", self.kind, exc if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}"
+                )
+                if isinstance(exc, ApiError) and exc.status not in (UNREACHABLE_STATUS, TIMEOUT_STATUS):
+                    self._relisting("Error")  # refused (403, 500...): start over with a list, after the pause
                     rv = None
-            except Exception as exc:
-                # the connection dropped or could not be made (the API server restarting, unreachable):
-                # resume from the last resourceVersion, as client-go's reflector does, so that an API
-                # server's restart costs one watch per kind and not a list of every child; a version the
-                # API server no longer serves comes back as 410 Gone above
-                log.warning("watching %s: %s: %s", self.kind, type(exc).__name__, exc)
+                # else no answer, or the connection dropped (the API server restarting, unreachable): resume
+                # from the last resourceVersion, as client-go's reflector does, so that an API server's restart
+                # costs one watch per kind and not a list of every child; a version the API server no longer
+                # serves comes back as 410 Gone
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_SECONDS[1])
 
