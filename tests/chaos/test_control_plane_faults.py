@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import time
@@ -58,7 +57,7 @@ def leading(ops: list[OperatorProcess]) -> list[OperatorProcess]:
     out = []
     for op in ops:
         try:
-            if re.search(r"^tfps_operator_leader 1(\.0)?$", op.metrics(), re.M):
+            if any(value == 1 for _, value in op.samples("tfps_operator_leader")):
                 out.append(op)
         except OSError:
             pass
@@ -115,14 +114,19 @@ def answering(kube: Cluster, timeout: float = 120) -> None:
 
 def relists(op: OperatorProcess) -> dict[str, float]:
     """``tfps_watch_relists_total{reason="Expired"}`` by kind."""
-    out: dict[str, float] = {}
-    for m in re.finditer(r'^tfps_watch_relists_total\{kind="(\w+)",reason="Expired"\} (\S+)$', op.metrics(), re.M):
-        out[m.group(1)] = float(m.group(2))
-    return out
+    return {
+        labels["kind"]: value
+        for labels, value in op.samples("tfps_watch_relists_total")
+        if labels["reason"] == "Expired"
+    }
+
+
+def trainers(job: str) -> list[str]:
+    return [f"{job}-{r}" for r in ROLES]
 
 
 def pods_exist(kube: Cluster, job: str) -> bool:
-    return sorted(kube.trainer_pods(job)) == sorted(f"{job}-{r}" for r in ROLES)
+    return sorted(kube.trainer_pods(job)) == sorted(trainers(job))
 
 
 def consistent(kube: Cluster, job: str) -> bool:
@@ -156,7 +160,7 @@ def test_jobs_ride_out_api_server_and_etcd_faults(k8s, kubeconfig, make_namespac
 
     def start(job: str) -> None:
         kube.create_job(job_body(job))
-        kube.wait_pods_running(job, [f"{job}-{r}" for r in ROLES], timeout=120)
+        kube.wait_pods_running(job, trainers(job), timeout=120)
         check_children(job)
 
     rows: list[dict[str, Any]] = []
@@ -178,13 +182,13 @@ def test_jobs_ride_out_api_server_and_etcd_faults(k8s, kubeconfig, make_namespac
             kube.create_job(job_body(probe))
             wait_until(lambda p=probe: pods_exist(kube, p), timeout=300, interval=0.2, what=f"{probe}'s pods")
             act_s = time.monotonic() - t_back
-            kube.wait_pods_running(probe, [f"{probe}-{r}" for r in ROLES], timeout=120)
+            kube.wait_pods_running(probe, trainers(probe), timeout=120)
             kube.finish_pod(f"{probe}-chief-0", "Succeeded", 0)
             t_end = time.monotonic()
             kube.wait_phase(probe, "Succeeded", timeout=120)
             finish_s = time.monotonic() - t_end
 
-            kube.wait_pods_running(racing, [f"{racing}-{r}" for r in ROLES], timeout=120)
+            kube.wait_pods_running(racing, trainers(racing), timeout=120)
             if previous is not None:
                 kube.wait_phase(previous, "Succeeded", timeout=120)
             for job in ("steady", racing):

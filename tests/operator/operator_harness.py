@@ -107,6 +107,13 @@ class OperatorProcess:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
             return r.read().decode()
 
+    def samples(self, name: str) -> list[tuple[dict[str, str], float]]:
+        """The (labels, value) samples of ``name`` on ``/metrics``, parsed by prometheus_client."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        families = text_string_to_metric_families(self.metrics())
+        return [(s.labels, s.value) for family in families for s in family.samples if s.name == name]
+
     def health(self) -> dict[str, Any]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/healthz", timeout=5) as r:
             return json.loads(r.read().decode() or "{}")

@@ -35,13 +35,11 @@ TRAINERS = ["j-chief-0", "j-ps-0", "j-worker-0", "j-worker-1"]
 
 
 def _metric(op: OperatorProcess, name: str) -> float:
-    return sum(float(line.split()[-1]) for line in op.metrics().splitlines() if line.startswith(name + " "))
+    return sum(value for _, value in op.samples(name))
 
 
 def _reconciles(op: OperatorProcess) -> float:
-    return sum(
-        float(line.split()[-1]) for line in op.metrics().splitlines() if line.startswith("tfps_reconcile_total{")
-    )
+    return _metric(op, "tfps_reconcile_total")
 
 
 def _holder(kube: Cluster) -> str | None:

@@ -14,11 +14,14 @@ from tfps_operator.kube.informer import Informer
 from tfps_operator.reconcile.observed import PodObs, pod_obs
 
 
-def pod(name: str, job: str | None = "j", phase: str = "Running", uid: str | None = None) -> dict[str, Any]:
+def pod(
+    name: str, job: str | None = "j", phase: str = "Running", uid: str | None = None, rv: str | None = None
+) -> dict[str, Any]:
     labels = {"tfps.dev/job-name": job} if job else {}
+    meta = {"name": name, "namespace": "ns", "uid": uid or f"u-{name}", "labels": labels}
     return {
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "ns", "uid": uid or f"u-{name}", "labels": labels},
+        "metadata": {**meta, **({"resourceVersion": rv} if rv else {})},
         "status": {"phase": phase},
     }
 
@@ -124,12 +127,7 @@ def test_a_dropped_connection_resumes_the_watch_from_its_last_version_without_a_
     kube = FakeKube(
         [[pod("j-chief-0")]],
         [
-            [
-                {
-                    "type": "ADDED",
-                    "object": {**pod("j-ps-0"), "metadata": {**pod("j-ps-0")["metadata"], "resourceVersion": "130"}},
-                }
-            ],
+            [{"type": "ADDED", "object": pod("j-ps-0", rv="130")}],
             ConnectionResetError("the API server went away"),
             ConnectionRefusedError("still away"),
         ],
