@@ -50,7 +50,7 @@ def stop_hopeless_run(role: str, output: logfilter.StderrFilter, grace: float = 
     def fallback() -> None:
         if not _REPORTING.acquire(blocking=False):
             return  # the main thread is reporting
-        output.close()
+        output.close(run_failed=True)
         failure = hopeless_failure(output)
         if hint := output.hint(failure.reason):
             failure.reason = one_line(f"{failure.reason}; {hint}", 1600)
@@ -161,7 +161,7 @@ def main() -> int:
     finally:
         _REPORTING.acquire()  # blocks for good if the fallback of stop_hopeless_run is ending the process
         if output is not None:
-            output.close()
+            output.close(run_failed=failure is not None)
             hint = output.hint(failure.reason) if failure is not None else ""
             if hint and failure is not None:
                 failure.reason = one_line(f"{failure.reason}; {hint}", 1600)

@@ -9,6 +9,7 @@ held back is summed up in one line when the window ends and on close.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -107,8 +108,14 @@ class StderrFilter:
             self._write(self.limiter.feed(text))
         self._write(self.limiter.close())
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Put the real stderr back and write what is left (the summaries). Idempotent."""
+    def close(self, timeout: float = 5.0, *, run_failed: bool = False) -> None:
+        """Put the real stderr back and write what is left (the summaries). Idempotent.
+
+        With ``run_failed``, Python's logging is switched off first: TensorFlow's background threads (the
+        coordinator logging each closure it cannot run) go on until the process exits, and past this point
+        nothing would rate-limit them."""
+        if run_failed:
+            logging.disable(logging.CRITICAL)
         if self._real < 0:
             return
         import sys

@@ -84,6 +84,34 @@ def test_a_flood_on_file_descriptor_2_reaches_the_log_rate_limited_with_its_hint
     assert lines[-1].startswith("after: hint: a resource used by the training step")
 
 
+def test_after_a_failed_run_is_closed_background_logging_writes_nothing(tmp_path):
+    """A coordinator thread that goes on logging each lost closure after the filter closed on a failure
+    stays out of the log: only the report written after it remains."""
+    script = textwrap.dedent(f"""
+        import logging, sys, threading, time
+        from tfps_trainer.logfilter import StderrFilter
+        out = StderrFilter()
+        stop = threading.Event()
+        def coordinator():
+            while not stop.is_set():
+                logging.getLogger("tensorflow").error({UNKNOWN_DEVICE!r}.strip())
+                time.sleep(0.0005)
+        thread = threading.Thread(target=coordinator, daemon=True)
+        thread.start()
+        time.sleep(0.2)
+        out.close(run_failed=True)
+        time.sleep(0.3)
+        print("the report", file=sys.stderr, flush=True)
+        time.sleep(0.2)
+        stop.set()
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert lines[-1] == "the report", lines[-10:]
+    assert len(lines) < 20, lines[:30]
+
+
 def test_a_flood_that_never_ends_becomes_fatal_once():
     scanner = Scanner()
     fatal = [scanner.feed(UNKNOWN_DEVICE.format(n=n)) for n in range(500)]
