@@ -10,8 +10,9 @@ in a cluster::
 
 It drives that version's own pure state machine (``reconcile.machine.reconcile``) the way its controller
 does, pass after pass, and answers each pass as the API server would (the objects it created, with a uid,
-then Running, then the chief Succeeded). It uses only what every version since ab5f88f has: the job model,
-``reconcile``, ``observe`` and ``BuildConfig``. The test that reads the file is
+then Running, then the chief Succeeded; a queued job's Workload waiting, then admitted). It uses only what
+every version since ab5f88f has: the job model, ``reconcile``, ``observe``, ``workload_obs``, ``Flavor`` and
+``BuildConfig``. The test that reads the file is
 ``tests/unit/operator/reconcile/test_upgrade_children.py``.
 """
 
@@ -24,7 +25,7 @@ from typing import Any
 
 from tfps_operator.api.models import PSTrainingJob, PSTrainingJobStatus
 from tfps_operator.reconcile.machine import reconcile
-from tfps_operator.reconcile.observed import observe
+from tfps_operator.reconcile.observed import Flavor, observe, workload_obs
 from tfps_operator.settings import BuildConfig
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -70,7 +71,48 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             "runPolicy": {"suspend": True},
         },
     },
+    "queued": {
+        "cfg": {"kueue": True},
+        "spec": {
+            "model": {"module": "tfps_trainer.examples.linear"},
+            "training": {"steps": 100},
+            "replicas": {"ps": {"replicas": 1}, "worker": {"replicas": 2}},
+            "export": {"enabled": False},
+            "runPolicy": {"schedulingPolicy": {"queue": "lq"}},
+        },
+    },
 }
+
+FLAVOR = "default-flavor"
+"""The ResourceFlavor Kueue assigns a queued job once it admits it (no node labels, no tolerations)."""
+
+
+def workload_status(workload: dict[str, Any], admitted: bool) -> dict[str, Any]:
+    """A Workload's status as Kueue writes it: waiting for quota, or admitted with every pod set on
+    :data:`FLAVOR`."""
+    if not admitted:
+        return {
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "False",
+                    "reason": "Pending",
+                    "message": "LocalQueue lq doesn't exist",
+                    "lastTransitionTime": "2026-01-01T12:00:01Z",
+                }
+            ]
+        }
+    ok = [
+        {"type": t, "status": "True", "reason": r, "message": m, "lastTransitionTime": "2026-01-01T12:00:10Z"}
+        for t, r, m in (
+            ("QuotaReserved", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
+            ("Admitted", "Admitted", "The workload is admitted"),
+        )
+    ]
+    assignments = [
+        {"name": ps["name"], "count": ps["count"], "flavors": {"cpu": FLAVOR}} for ps in workload["spec"]["podSets"]
+    ]
+    return {"conditions": ok, "admission": {"clusterQueue": "cq", "podSetAssignments": assignments}}
 
 
 def job_body(name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -113,20 +155,27 @@ def capture(name: str, scenario: dict[str, Any]) -> dict[str, Any]:
     status = PSTrainingJobStatus()
     phases: dict[str, Any] = {}
 
+    admitted = False  # whether Kueue has admitted the job's Workload (a queued job)
+
     def in_cluster(pod_phase: dict[str, str]) -> list[dict[str, Any]]:
         """Every child created so far as stored; pods in ``pod_phase`` by name, ``*`` for the rest."""
 
-        def phase_of(m: dict[str, Any]) -> str:
-            return pod_phase.get(m["metadata"]["name"], pod_phase["*"])
+        def status_of(m: dict[str, Any]) -> dict[str, Any]:
+            if m["kind"] == "Pod":
+                return pod_status(pod_phase.get(m["metadata"]["name"], pod_phase["*"]))
+            return workload_status(m, admitted) if m["kind"] == "Workload" else {}
 
-        return [as_stored(m, pod_status(phase_of(m)) if m["kind"] == "Pod" else {}) for m in objects.values()]
+        return [as_stored(m, status_of(m)) for m in objects.values()]
 
     def apply(pod_phase: dict[str, str], now: datetime) -> PSTrainingJobStatus:
         stored = in_cluster(pod_phase)
         pods = [o for o in stored if o["kind"] == "Pod"]
         jobs = {o["metadata"]["name"]: o for o in stored if o["kind"] == "Job"}
-        existing = [k for k, m in objects.items() if m["kind"] not in ("Pod", "Job")]
-        obs = observe(pods, jobs.get(f"{name}-export"), existing, jobs.get(f"{name}-preflight"))
+        workload = next((workload_obs(o) for o in stored if o["kind"] == "Workload"), None)
+        existing = [k for k, m in objects.items() if m["kind"] not in ("Pod", "Job", "Workload")]
+        obs = observe(
+            pods, jobs.get(f"{name}-export"), existing, jobs.get(f"{name}-preflight"), workload, {FLAVOR: Flavor()}
+        )
         plan = reconcile(job, status, obs, now, cfg)
         for c in plan.creates():
             objects[f"{c.manifest['kind']}/{c.manifest['metadata']['name']}"] = c.manifest
@@ -146,6 +195,12 @@ def capture(name: str, scenario: dict[str, Any]) -> dict[str, Any]:
         assert status.phase == "Suspended", status.phase
         record("Suspended", {"*": "Pending"})
         return {"job": body, "cfg": scenario["cfg"], "phases": phases}
+    if cfg.kueue:  # the Workload first; the pods once Kueue admits it
+        status = apply({"*": "Pending"}, T0)
+        status = apply({"*": "Pending"}, T0 + timedelta(seconds=1))
+        assert (status.phase, status.reason) == ("Suspended", "WaitingForAdmission"), (status.phase, status.reason)
+        record("Queued", {"*": "Pending"})
+        admitted = True
     status = apply({"*": "Pending"}, T0)  # creates the infrastructure and the pods
     status = apply({"*": "Pending"}, T0 + timedelta(seconds=1))
     record("Pending", {"*": "Pending"})

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from support.upgrade.capture import SCENARIOS, T0, capture
+from support.upgrade.capture import FLAVOR, SCENARIOS, T0, capture
 from tfps_operator.api.models import PSTrainingJob
 from tfps_operator.api.validate import validate_job
 from tfps_operator.controller import parse_status
 from tfps_operator.kube.client import controller_uid
 from tfps_operator.manifests import names
 from tfps_operator.reconcile.machine import reconcile
-from tfps_operator.reconcile.observed import observe
+from tfps_operator.reconcile.observed import Flavor, observe, workload_obs
 from tfps_operator.reconcile.plan import Create, Delete, DeletePods
 from tfps_operator.reconcile.writes import status_write
 from tfps_operator.settings import BuildConfig
@@ -85,9 +85,17 @@ def as_found(job: PSTrainingJob, objects: list[dict[str, Any]]) -> Any:
     existing = [
         f"{o['kind']}/{o['metadata']['name']}"
         for o in mine
-        if o["kind"] not in ("Pod", "Job") and controller_uid(o) == job.metadata.uid
+        if o["kind"] not in ("Pod", "Job", "Workload") and controller_uid(o) == job.metadata.uid
     ]
-    return observe(pods, jobs.get(names.export_job_name(name)), existing, jobs.get(names.preflight_job_name(name)))
+    workload = next((workload_obs(o) for o in objects if o["kind"] == "Workload"), None)
+    return observe(
+        pods,
+        jobs.get(names.export_job_name(name)),
+        existing,
+        jobs.get(names.preflight_job_name(name)),
+        workload,
+        {FLAVOR: Flavor()},
+    )
 
 
 @pytest.mark.parametrize(("scenario", "phase"), cases())
@@ -102,7 +110,9 @@ def test_a_new_operator_keeps_every_child_an_older_one_built(scenario: str, phas
 
     deleted = [f"{a.kind}/{a.name}" for a in plan.actions if isinstance(a, Delete)]
     deleted += [f"Pod/{d.name}" for a in plan.actions if isinstance(a, DeletePods) for d in a.pods]
-    replaced = [a.key for a in plan.actions if isinstance(a, Create) and a.manifest["kind"] in ("Pod", "Job")]
+    built = {f"{o['kind']}/{o['metadata']['name']}" for o in state["objects"]}
+    replaced = [a.key for a in plan.actions if isinstance(a, Create) and a.key in built]
+    replaced += [a.key for a in plan.actions if isinstance(a, Create) and a.manifest["kind"] in ("Pod", "Job")]
     assert not deleted and not replaced, (
         f"{scenario} ({phase}): the working tree's operator would delete {deleted} and create {replaced} "
         f"in a job the operator of ab5f88f built. " + WHERE.format(labels=", ".join(IDENTITY_LABELS))
