@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from support import kueue
+
 REPO = Path(__file__).resolve().parents[2]
 TFPS = Path(sys.executable).with_name("tfps")
 GROUP, VERSION, PLURAL = "tfps.dev", "v1alpha1", "pstrainingjobs"
@@ -230,7 +232,7 @@ class Cluster:
 
     def children(self, job: str) -> dict[str, str]:
         """uids of the job's live children by ``Kind/name``: claim, Service, NetworkPolicy, trainer pods and
-        batch Jobs (export pods left out)."""
+        batch Jobs and Kueue Workloads (export pods left out)."""
         sel = f"tfps.dev/job-name={job}"
         out: dict[str, str] = {}
         for kind, items in (
@@ -242,6 +244,10 @@ class Cluster:
         ):
             live = (o for o in items.items if not o.metadata.deletion_timestamp)
             out.update({f"{kind}/{o.metadata.name}": o.metadata.uid for o in live})
+        workloads = self.custom.list_namespaced_custom_object(*kueue.API, self.ns, "workloads", label_selector=sel)
+        for w in workloads["items"]:
+            if not w["metadata"].get("deletionTimestamp"):
+                out[f"Workload/{w['metadata']['name']}"] = w["metadata"]["uid"]
         return out
 
     def events(self, name: str) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """Upgrading the operator under running jobs, against the real API server: the working tree's operator takes
 over jobs in the state the operator of commit ab5f88f left them (Pending, Running, Exporting, Suspended, Running
-after a whole-job restart), keeps every child (same uids) and every status field, and the jobs finish as they
-would have.
+after a whole-job restart, queued in Kueue), keeps every child (same uids) and every status field, and the jobs
+finish (or, queued, start once Kueue admits them) as they would have.
 
 What ab5f88f left is replayed from ``tests/support/upgrade/ab5f88f.json`` (its own state machine and builders,
 captured from a worktree of that commit by ``tests/support/upgrade/capture.py``): the children it created,
@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from operator_harness import GROUP, PLURAL, VERSION
 
+from support import kueue
 from tfps_wire.export_result import ExportSucceeded, encode
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
@@ -63,6 +64,10 @@ def replay(kube: Any, phase: str, name: str, scenario: str = SCENARIO) -> dict[s
             made = kube.net.create_namespaced_network_policy(kube.ns, manifest)
         elif kind == "PersistentVolumeClaim":
             made = kube.core.create_namespaced_persistent_volume_claim(kube.ns, manifest)
+        elif kind == "Workload":
+            made = kube.custom.create_namespaced_custom_object(*kueue.API, kube.ns, "workloads", manifest)
+            uids[f"{kind}/{meta['name']}"] = made["metadata"]["uid"]
+            continue
         else:
             made = kube.batch.create_namespaced_job(kube.ns, manifest)
         uids[f"{kind}/{meta['name']}"] = made.metadata.uid
@@ -91,15 +96,36 @@ def kept(kube: Any, left: dict[str, dict[str, str]], written: dict[str, dict[str
         assert {c["type"] for c in written[name]["conditions"]} <= {c["type"] for c in now["conditions"]}
 
 
-def test_the_working_trees_operator_keeps_what_ab5f88f_left_and_the_jobs_finish(kube: Any, start_operator: Any) -> None:
+def open_queue(kube: Any) -> None:
+    """The LocalQueue ``lq`` the queued job names, on a ClusterQueue of this namespace's own: Kueue admits it."""
+    name = kube.ns
+    kube.custom.create_cluster_custom_object(*kueue.API, "resourceflavors", kueue.resource_flavor(name))
+    kube.custom.create_cluster_custom_object(*kueue.API, "clusterqueues", kueue.cluster_queue(name, kube.ns, name, "8"))
+    kube.custom.create_namespaced_custom_object(*kueue.API, kube.ns, "localqueues", kueue.local_queue("lq", name))
+
+
+@pytest.fixture
+def cluster_queue_cleanup(kube: Any) -> Any:
+    yield
+    for kind in ("clusterqueues", "resourceflavors"):
+        try:
+            kube.custom.delete_cluster_custom_object(*kueue.API, kind, kube.ns)
+        except Exception:  # never created: the test failed before
+            pass
+
+
+def test_the_working_trees_operator_keeps_what_ab5f88f_left_and_the_jobs_finish(
+    kube: Any, start_operator: Any, cluster_queue_cleanup: Any
+) -> None:
     left = {"pend": replay(kube, "Pending", "pend"), "run": replay(kube, "Running", "run")}
     left["exp"] = replay(kube, "Exporting", "exp")
     left["held"] = replay(kube, "Suspended", "held", "on-hold")
     left["again"] = replay(kube, "Restarted", "again", "second-run")
+    left["queued"] = replay(kube, "Queued", "queued", "queued")
     written = {n: kube.status(n) for n in left}
     kube.wait_pods_running("run", [k.split("/")[1] for k in left["run"] if k.startswith("Pod/")])
 
-    start_operator(kube.ns)
+    start_operator(kube.ns, extra_env={"TFPS_KUEUE": "true"})
     for name in left:  # the working tree's operator has made its pass: it writes the selector ab5f88f did not
         kube.wait_until(lambda n=name: "workerSelector" in kube.status(n), timeout=30, what=f"{name} reconciled")
     kept(kube, left, written)
@@ -108,6 +134,14 @@ def test_the_working_trees_operator_keeps_what_ab5f88f_left_and_the_jobs_finish(
     assert kube.status("run")["phase"] == "Running" and kube.status("exp")["phase"] == "Exporting"
     assert kube.status("held")["phase"] == "Suspended" and not kube.trainer_pods("held")
     assert (kube.status("again")["phase"], kube.status("again")["restarts"]) == ("Running", 1)
+    queued = kube.status("queued")
+    assert (queued["phase"], queued["reason"]) == ("Suspended", "WaitingForAdmission")
+    assert not kube.trainer_pods("queued")
+
+    open_queue(kube)  # Kueue admits the Workload ab5f88f created: the job starts whole
+    kube.wait_pods_running("queued", ["queued-chief-0", "queued-ps-0", "queued-worker-0", "queued-worker-1"])
+    kube.wait_phase("queued", "Running")
+    assert kube.children("queued")["Workload/psjob-queued"] == left["queued"]["Workload/psjob-queued"]
 
     kube.finish_pod("run-chief-0", "Succeeded", 0)
     kube.wait_phase("run", "Exporting")

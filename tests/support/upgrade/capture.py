@@ -77,6 +77,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             "model": {"module": "tfps_trainer.examples.linear"},
             "training": {"steps": 100},
             "replicas": {"ps": {"replicas": 1}, "worker": {"replicas": 2}},
+            "storage": {"claimName": "data"},
             "export": {"enabled": False},
             "runPolicy": {"schedulingPolicy": {"queue": "lq"}},
         },
