@@ -44,7 +44,7 @@ managedJobsNamespaceSelector:
     $KUEUE_BATCH_JOBS_LABEL: "true"
 integrations:
   frameworks: ["batch/job"]   # Kueue's default; the list cannot be empty
-  externalFrameworks: ["PSTrainingJob.v1alpha1.tfps.dev"]
+  externalFrameworks: ["PSTrainingJob.v1beta1.tfps.dev", "PSTrainingJob.v1alpha1.tfps.dev"]
 featureGates:
   VisibilityOnDemand: false   # an aggregated API server on every interface (port 8082)
   MultiKueue: false           # dispatching to other clusters

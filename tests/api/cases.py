@@ -10,7 +10,7 @@ from typing import Any
 
 from tfps_operator.api import models as m
 
-API_VERSION = "tfps.dev/v1alpha1"
+API_VERSION = m.API_VERSION
 
 
 def base_job(name: str = "job") -> dict[str, Any]:

@@ -44,7 +44,15 @@ def test_tfps_crd_prints_the_crd(tmp_path: Path) -> None:
 def test_names_printer_columns_and_the_status_and_scale_subresources() -> None:
     spec = crd()["spec"]
     assert spec["names"]["shortNames"] == ["psjob", "psjobs"] and spec["names"]["categories"] == ["tfps"]
-    (version,) = spec["versions"]
+    stored, deprecated = spec["versions"]
+    assert (stored["name"], stored["storage"], stored.get("deprecated", False)) == ("v1beta1", True, False)
+    assert (deprecated["name"], deprecated["storage"], deprecated["deprecated"]) == ("v1alpha1", False, True)
+    assert "use tfps.dev/v1beta1" in deprecated["deprecationWarning"]
+    assert all(v["served"] for v in spec["versions"]) and "conversion" not in spec  # strategy None: no webhook
+    assert {k: v for k, v in deprecated.items() if not k.startswith(("name", "storage", "deprecat"))} == {
+        k: v for k, v in stored.items() if not k.startswith(("name", "storage", "deprecat"))
+    }, "every served version has the same schema, subresources and columns (nothing to convert but apiVersion)"
+    version = stored
     assert version["subresources"] == {
         "status": {},
         "scale": {

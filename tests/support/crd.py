@@ -42,15 +42,16 @@ def install_crd(kubeconfig: str, timeout: float = 60) -> dict[str, Any]:
             force=True,
             _content_type="application/apply-patch+yaml",
         )
-        group, version = manifest["spec"]["group"], manifest["spec"]["versions"][0]["name"]
+        group, versions = manifest["spec"]["group"], [v["name"] for v in manifest["spec"]["versions"]]
         plural = manifest["spec"]["names"]["plural"]
         deadline = time.monotonic() + timeout
         while True:
             crd = api_client.sanitize_for_serialization(ext.read_custom_resource_definition(name))
             conds = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
             if conds.get("Established") == "True" and conds.get("NamesAccepted") == "True":
-                try:  # served? (discovery can lag Established by a moment)
-                    client.CustomObjectsApi(api_client).list_cluster_custom_object(group, version, plural, limit=1)
+                try:  # every version served? (discovery can lag Established by a moment)
+                    for version in versions:
+                        client.CustomObjectsApi(api_client).list_cluster_custom_object(group, version, plural, limit=1)
                     return crd
                 except ApiException as e:
                     if e.status != 404:

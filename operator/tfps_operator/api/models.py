@@ -32,14 +32,20 @@ from tfps_wire.uri import URI_PATTERN
 from . import reserved
 
 GROUP = "tfps.dev"
-VERSION = "v1alpha1"
+VERSION = "v1beta1"
+"""The version the operator and the tools read and write, and the CRD's storage version."""
+DEPRECATED_VERSIONS = ("v1alpha1",)
+"""Still served, with the same schema (docs/install.md, "API versions"): the API server converts by
+changing ``apiVersion`` alone, and a job written as one reads back unchanged as the other."""
 KIND: Final = "PSTrainingJob"
 PLURAL = "pstrainingjobs"
 SINGULAR = "pstrainingjob"
 SHORT_NAMES = ("psjob", "psjobs")
 CATEGORIES = ("tfps",)
-API_VERSION: Final = "tfps.dev/v1alpha1"
+API_VERSION: Final = "tfps.dev/v1beta1"
 """``GROUP/VERSION``, spelled out so that its type is the literal the model's ``apiVersion`` accepts."""
+ApiVersion = Literal["tfps.dev/v1beta1", "tfps.dev/v1alpha1"]
+"""Every served version: a job file or object of either parses the same."""
 
 Role = Literal["chief", "ps", "worker", "evaluator", "dispatcher", "dataworker"]
 ROLES: tuple[Role, ...] = ("chief", "ps", "worker", "evaluator", "dispatcher", "dataworker")
@@ -2077,7 +2083,7 @@ class PSTrainingJob(_Model):
         )
     )
 
-    api_version: Literal["tfps.dev/v1alpha1"] = API_VERSION
+    api_version: ApiVersion = API_VERSION
     kind: Literal["PSTrainingJob"] = KIND
     metadata: ObjectMeta
     spec: PSTrainingJobSpec

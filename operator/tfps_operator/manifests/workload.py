@@ -4,7 +4,7 @@ writes on it.
 Kueue admits a Workload, not the job: the operator describes the job as one pod set per replica type
 (chief, ps, worker, evaluator: counts and pod templates, so Kueue sees the requests; an elastic job's
 workers with ``minCount``, so Kueue's partial admission can admit fewer), owns it by a
-controller reference (Kueue lists ``PSTrainingJob.v1alpha1.tfps.dev`` among its external frameworks),
+controller reference (Kueue lists ``PSTrainingJob.v1beta1.tfps.dev`` among its external frameworks),
 and acts on what Kueue writes into its status: admission (with the flavors that place each pod set),
 eviction. The operator writes two things back, as Kueue's own job integrations do: the Finished
 condition when the job ends (Kueue releases the quota), and, once an evicted job's pods are gone, the

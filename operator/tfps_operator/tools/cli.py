@@ -7,6 +7,7 @@ tfps crd        print the generated CRD (tfps_operator.api.crd)
 tfps validate   check job files client-side (tfps_operator.api.validate)
 tfps submit     apply a job file to the cluster, with --code DIR as a ConfigMap (tfps_operator.tools.submit)
 tfps convert    a Kubeflow TFJob as a PSTrainingJob in script mode (tfps_operator.tools.convert)
+tfps migrate-storage   rewrite stored jobs at the CRD's storage version (tfps_operator.tools.migrate_storage)
 tfps get|describe|wait|logs|artifacts   read and watch jobs on a cluster (tfps_operator.tools.client.cli_verbs)
 """
 
@@ -87,6 +88,12 @@ def _parser() -> argparse.ArgumentParser:
 
     crd = sub.add_parser("crd", help="print the PSTrainingJob CustomResourceDefinition (YAML)")
     crd.add_argument("--output", "-o", default="-", help="file to write (default: stdout)")
+    crd.add_argument(
+        "--storage-version",
+        default=None,
+        metavar="VERSION",
+        help="the version etcd stores (default: the newest; an older one only to roll back, docs/install.md)",
+    )
 
     val = sub.add_parser("validate", help="validate PSTrainingJob files with the same rules as the API server")
     val.add_argument("files", nargs="+", help="YAML files (may hold several documents)")
@@ -109,6 +116,14 @@ def _parser() -> argparse.ArgumentParser:
     conv = sub.add_parser("convert", help="print the PSTrainingJob (script mode) equivalent of a Kubeflow TFJob")
     conv.add_argument("file", help="TFJob YAML (kubeflow.org/v1)")
     conv.add_argument("--strict", action="store_true", help="exit 1 when any field could not be carried over")
+
+    mig = sub.add_parser(
+        "migrate-storage",
+        help="rewrite every stored PSTrainingJob at the CRD's storage version, then narrow its storedVersions",
+    )
+    mig.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    mig.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
+    mig.add_argument("--dry-run", action="store_true", help="list what would be rewritten; write nothing")
 
     from .client.cli_verbs import register as register_job_verbs
 
@@ -150,6 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .convert import main as convert
 
         return convert(args)
+    if args.command == "migrate-storage":
+        from .migrate_storage import main as migrate_storage
+
+        return migrate_storage(args)
     raise AssertionError(args.command)
 
 

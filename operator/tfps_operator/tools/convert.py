@@ -58,7 +58,7 @@ from typing import Any
 import yaml
 
 from ..api import reserved
-from ..api.models import Strategy
+from ..api.models import API_VERSION, Strategy
 from ..api.validate import JobValidationError, validate_job
 
 TFJOB_API_VERSION = "kubeflow.org/v1"
@@ -483,7 +483,7 @@ def convert(doc: dict[str, Any]) -> Conversion:
     job_spec["runPolicy"] = run_policy
     job_spec["export"] = {"enabled": False}
     conv.notes.append("export.enabled is false: enable it once the program saves its model to $(TFPS_MODEL_DIR)")
-    conv.job = {"apiVersion": "tfps.dev/v1alpha1", "kind": "PSTrainingJob", "metadata": out_meta, "spec": job_spec}
+    conv.job = {"apiVersion": API_VERSION, "kind": "PSTrainingJob", "metadata": out_meta, "spec": job_spec}
     try:
         validate_job(copy.deepcopy(conv.job))
     except JobValidationError as exc:

@@ -142,6 +142,7 @@ class TFPSClient:
                 raise InvalidCode(str(e)) from None
         wire = model.to_wire()
         wire.pop("status", None)
+        wire["apiVersion"] = f"{GROUP}/{VERSION}"  # a deprecated version's file: the same fields
         name = model.metadata.name
         # The namespace the job names, if it names one (a model's wire form always carries one: ask the model).
         given = (job if isinstance(job, PSTrainingJob) else model).metadata

@@ -124,7 +124,7 @@ PSS_TFJOB = tfjob(
 def test_a_parameter_server_tfjob_maps_field_by_field() -> None:
     conv = convert(copy.deepcopy(PSS_TFJOB))
     assert conv.job == {
-        "apiVersion": "tfps.dev/v1alpha1",
+        "apiVersion": "tfps.dev/v1beta1",
         "kind": "PSTrainingJob",
         "metadata": {"name": "mnist-ps", "namespace": "ml"},
         "spec": {
