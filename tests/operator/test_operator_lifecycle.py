@@ -8,6 +8,7 @@ import time
 import pytest
 from operator_harness import KWOK_HANDS_OFF, job_body
 
+from tfps_operator.api.models import API_VERSION
 from tfps_wire.export_result import (
     ArtifactResult,
     ExportFailed,
@@ -39,7 +40,7 @@ def test_apply_creates_pods_service_and_network_policy_with_tf_config(kube, oper
     assert st["replicaStatuses"]["ps"]["active"] == 1
     job = kube.job("j")
     owner = {
-        "apiVersion": "tfps.dev/v1alpha1",
+        "apiVersion": API_VERSION,  # the version the operator reads, whichever the job was created as
         "kind": "PSTrainingJob",
         "name": "j",
         "uid": job["metadata"]["uid"],

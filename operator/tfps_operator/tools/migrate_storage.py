@@ -3,8 +3,9 @@ drop the older versions from the CRD's ``status.storedVersions`` (docs/install.m
 
 etcd keeps each object in the version it was last written in. Once the CRD stores a newer version, an object
 written before is still held in the older one, and the API server refuses to remove that older version from
-the CRD while ``status.storedVersions`` lists it. This is what Kubernetes' storage version migrator does: read
-each object and write it back unchanged (the API server encodes it at the storage version; the bytes differ,
+the CRD while ``status.storedVersions`` lists it. This is what Kubernetes' storage version migrator does: wait
+until API discovery reports the CRD's storage version (``storageVersionHash``), then read each object and write
+it back unchanged (the API server encodes it at the storage version; the bytes differ,
 so it is written), paging through every namespace. A write that conflicts (409) means the object was written
 since it was listed, at the storage version: nothing left to do. ``storedVersions`` is narrowed only when every
 object was migrated.
@@ -16,12 +17,15 @@ the operator's account may not.
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ..api.crd import CRD_NAME, SERVED_VERSIONS
-from ..api.models import GROUP, PLURAL
+from ..api.models import GROUP, KIND, PLURAL
 from .client.errors import ClientError
 from .client.kubeapi import connect, translate
 
@@ -52,6 +56,32 @@ def storage_version(crd: dict[str, Any]) -> str:
     return stored
 
 
+def storage_version_hash(group: str, version: str, kind: str) -> str:
+    """What API discovery reports as a resource's ``storageVersionHash`` when ``version`` is stored
+    (Kubernetes' ``discovery.StorageVersionHash``)."""
+    return base64.b64encode(hashlib.sha256(f"{group}/{version}/{kind}".encode()).digest()[:8]).decode()
+
+
+def wait_for_storage(api_client: Any, version: str, timeout: float = 60.0) -> None:
+    """Until the API server's discovery reports ``version`` as the storage version: a CRD update reaches the
+    API server's storage asynchronously, and a rewrite before then would store the old version again."""
+    from kubernetes import client
+
+    want = storage_version_hash(GROUP, version, KIND)
+    deadline = time.monotonic() + timeout
+    while True:
+        listing = client.CustomObjectsApi(api_client).get_api_resources(GROUP, version)
+        seen = next((r.storage_version_hash or "" for r in listing.resources if r.name == PLURAL), "")
+        if seen == want:
+            return
+        if time.monotonic() > deadline:
+            raise ClientError(
+                f"the API server still reports another storage version for {PLURAL}.{GROUP} after {timeout:.0f} s "
+                f"(storageVersionHash {seen!r}, {version} is {want!r}); run tfps migrate-storage again"
+            )
+        time.sleep(0.5)
+
+
 def migrate(api_client: Any, dry_run: bool = False) -> Migration:
     from kubernetes import client
     from kubernetes.client.rest import ApiException
@@ -62,6 +92,7 @@ def migrate(api_client: Any, dry_run: bool = False) -> Migration:
     except ApiException as e:
         raise translate(e, f"CustomResourceDefinition {CRD_NAME}") from None
     result = Migration(storage_version(crd), list((crd.get("status") or {}).get("storedVersions") or []))
+    wait_for_storage(api_client, result.storage_version)
     token: str | None = None
     while True:
         try:
