@@ -66,11 +66,15 @@ def wait_for_storage(api_client: Any, version: str, timeout: float = 60.0) -> No
     """Until the API server's discovery reports ``version`` as the storage version: a CRD update reaches the
     API server's storage asynchronously, and a rewrite before then would store the old version again."""
     from kubernetes import client
+    from kubernetes.client.rest import ApiException
 
     want = storage_version_hash(GROUP, version, KIND)
     deadline = time.monotonic() + timeout
     while True:
-        listing = client.CustomObjectsApi(api_client).get_api_resources(GROUP, version)
+        try:
+            listing = client.CustomObjectsApi(api_client).get_api_resources(GROUP, version)
+        except ApiException as e:
+            raise translate(e, f"API discovery of {GROUP}/{version}") from None
         seen = next((r.storage_version_hash or "" for r in listing.resources if r.name == PLURAL), "")
         if seen == want:
             return
