@@ -1,6 +1,6 @@
 """Upgrading the operator under running jobs, against the real API server: the working tree's operator takes
-over jobs in the state the operator of commit ab5f88f left them (Pending, Running, Exporting, Suspended, Running
-after a whole-job restart, queued in Kueue), keeps every child (same uids) and every status field, and the jobs
+over jobs in the state the operator of commit ab5f88f left them (Pending, Running, Exporting, Succeeded, Suspended,
+Running after a whole-job restart, queued in Kueue), keeps every child (same uids) and every status field, and the jobs
 finish (or, queued, start once Kueue admits them) as they would have.
 
 What ab5f88f left is replayed from ``tests/support/upgrade/ab5f88f.json`` (its own state machine and builders,
@@ -48,10 +48,13 @@ def replay(kube: Any, phase: str, name: str, scenario: str = SCENARIO) -> dict[s
     body["metadata"] = {"name": name, "namespace": kube.ns}
     job = kube.create_job(body)
     kube.custom.patch_namespaced_custom_object_status(GROUP, VERSION, kube.ns, PLURAL, name, {"status": status})
-    uids = {}
+    uids: dict[str, str] = {}
     for obj in state["objects"]:
         meta = {k: v for k, v in obj["metadata"].items() if k not in ("uid", "creationTimestamp")}
-        meta["ownerReferences"] = [{**o, "uid": job["metadata"]["uid"]} for o in meta["ownerReferences"]]
+        meta["ownerReferences"] = [  # the job, or (an export pod) the export Job made just before
+            {**o, "uid": job["metadata"]["uid"] if o["kind"] == "PSTrainingJob" else uids[f"{o['kind']}/{o['name']}"]}
+            for o in meta["ownerReferences"]
+        ]
         manifest = {**obj, "metadata": meta}
         manifest.pop("status", None)
         kind = obj["kind"]
@@ -72,8 +75,14 @@ def replay(kube: Any, phase: str, name: str, scenario: str = SCENARIO) -> dict[s
             made = kube.batch.create_namespaced_job(kube.ns, manifest)
         uids[f"{kind}/{meta['name']}"] = made.metadata.uid
         if kind == "Pod" and obj["status"]["phase"] == "Succeeded":
-            kube.finish_pod(meta["name"], "Succeeded", 0)
-    return uids
+            (container,) = obj["status"]["containerStatuses"]
+            kube.finish_pod(meta["name"], "Succeeded", 0, container["state"]["terminated"].get("message", ""))
+    trainer_or_not_pod = {  # the children Cluster.children() lists: no export pod
+        f"{o['kind']}/{o['metadata']['name']}"
+        for o in state["objects"]
+        if o["kind"] != "Pod" or "tfps.dev/replica-type" in o["metadata"]["labels"]
+    }
+    return {k: v for k, v in uids.items() if k in trainer_or_not_pod}
 
 
 def export_done(kube: Any, name: str) -> None:
@@ -122,6 +131,7 @@ def test_the_working_trees_operator_keeps_what_ab5f88f_left_and_the_jobs_finish(
     left["held"] = replay(kube, "Suspended", "held", "on-hold")
     left["again"] = replay(kube, "Restarted", "again", "second-run")
     left["queued"] = replay(kube, "Queued", "queued", "queued")
+    left["done"] = replay(kube, "Succeeded", "done")
     written = {n: kube.status(n) for n in left}
     kube.wait_pods_running("run", [k.split("/")[1] for k in left["run"] if k.startswith("Pod/")])
 
@@ -137,6 +147,7 @@ def test_the_working_trees_operator_keeps_what_ab5f88f_left_and_the_jobs_finish(
     queued = kube.status("queued")
     assert (queued["phase"], queued["reason"]) == ("Suspended", "WaitingForAdmission")
     assert not kube.trainer_pods("queued")
+    assert kube.status("done")["phase"] == "Succeeded" and kube.status("done")["export"]["step"] == 100
 
     open_queue(kube)  # Kueue admits the Workload ab5f88f created: the job starts whole
     kube.wait_pods_running("queued", ["queued-chief-0", "queued-ps-0", "queued-worker-0", "queued-worker-1"])

@@ -135,17 +135,41 @@ def as_stored(manifest: dict[str, Any], status: dict[str, Any]) -> dict[str, Any
     return out
 
 
-def pod_status(phase: str) -> dict[str, Any]:
+def pod_status(phase: str, message: str = "") -> dict[str, Any]:
     conds = [{"type": "PodScheduled", "status": "True"}]
     if phase == "Running":
         conds.append({"type": "Ready", "status": "True"})
     st: dict[str, Any] = {"phase": phase, "conditions": conds}
     if phase in ("Succeeded", "Failed"):
         code = 0 if phase == "Succeeded" else 1
-        st["containerStatuses"] = [
-            {"name": "trainer", "state": {"terminated": {"exitCode": code, "finishedAt": "2026-01-01T12:05:00Z"}}}
-        ]
+        terminated: dict[str, Any] = {"exitCode": code, "finishedAt": "2026-01-01T12:05:00Z"}
+        if message:
+            terminated["message"] = message
+        st["containerStatuses"] = [{"name": "trainer", "state": {"terminated": terminated}}]
     return st
+
+
+EXPORT_RESULT = (
+    '{"ok":true,"step":100,"path":"exports/100","manifest":"exports/100/manifest.json",'
+    '"artifacts":[],"failed":[],"truncated":false}'
+)
+"""The exporter's termination message for a finished export of step 100, as every version since ab5f88f
+writes and reads it (one JSON line)."""
+
+
+def export_pod(job: dict[str, Any]) -> dict[str, Any]:
+    """The pod the Job controller made for the export Job ``job`` (as created), finished with
+    :data:`EXPORT_RESULT`."""
+    template, job_name = job["spec"]["template"], job["metadata"]["name"]
+    labels = {**template["metadata"]["labels"], "batch.kubernetes.io/job-name": job_name, "job-name": job_name}
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": f"uid-Job-{job_name}"}
+    meta = {
+        "name": f"{job_name}-x7k2p",
+        "namespace": job["metadata"]["namespace"],
+        "labels": labels,
+        "ownerReferences": [{**owner, "controller": True, "blockOwnerDeletion": True}],
+    }
+    return as_stored({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}, {})
 
 
 def capture(name: str, scenario: dict[str, Any]) -> dict[str, Any]:
@@ -157,6 +181,7 @@ def capture(name: str, scenario: dict[str, Any]) -> dict[str, Any]:
     phases: dict[str, Any] = {}
 
     admitted = False  # whether Kueue has admitted the job's Workload (a queued job)
+    exported = False  # whether the export Job has finished
 
     def in_cluster(pod_phase: dict[str, str]) -> list[dict[str, Any]]:
         """Every child created so far as stored; pods in ``pod_phase`` by name, ``*`` for the rest."""
@@ -164,9 +189,15 @@ def capture(name: str, scenario: dict[str, Any]) -> dict[str, Any]:
         def status_of(m: dict[str, Any]) -> dict[str, Any]:
             if m["kind"] == "Pod":
                 return pod_status(pod_phase.get(m["metadata"]["name"], pod_phase["*"]))
+            if m["kind"] == "Job" and exported:
+                return {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
             return workload_status(m, admitted) if m["kind"] == "Workload" else {}
 
-        return [as_stored(m, status_of(m)) for m in objects.values()]
+        stored = [as_stored(m, status_of(m)) for m in objects.values()]
+        if exported:
+            pod = export_pod(objects[f"Job/{name}-export"])
+            stored.append({**pod, "status": pod_status("Succeeded", EXPORT_RESULT)})
+        return stored
 
     def apply(pod_phase: dict[str, str], now: datetime) -> PSTrainingJobStatus:
         stored = in_cluster(pod_phase)
@@ -221,6 +252,11 @@ def capture(name: str, scenario: dict[str, Any]) -> dict[str, Any]:
         status = apply(chief_done, T0 + timedelta(seconds=301))
         assert status.phase == "Exporting", status.phase
         record("Exporting", chief_done)
+        exported = True
+        status = apply(chief_done, T0 + timedelta(seconds=600))
+        status = apply(chief_done, T0 + timedelta(seconds=601))
+        assert status.phase == "Succeeded", (status.phase, status.reason)
+        record("Succeeded", chief_done)
     return {"job": body, "cfg": scenario["cfg"], "phases": phases}
 
 
