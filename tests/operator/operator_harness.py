@@ -24,7 +24,7 @@ from support import kueue
 
 REPO = Path(__file__).resolve().parents[2]
 TFPS = Path(sys.executable).with_name("tfps")
-GROUP, VERSION, PLURAL = "tfps.dev", "v1alpha1", "pstrainingjobs"
+GROUP, VERSION, PLURAL = "tfps.dev", "v1beta1", "pstrainingjobs"
 
 
 def free_port() -> int:
@@ -141,7 +141,9 @@ class Cluster:
 
     # --- jobs ---
     def create_job(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, body)
+        """Create the job at the version its ``apiVersion`` names (both are served)."""
+        version = str(body.get("apiVersion", f"{GROUP}/{VERSION}")).rpartition("/")[2]
+        return self.custom.create_namespaced_custom_object(GROUP, version, self.ns, PLURAL, body)
 
     def job(self, name: str) -> dict[str, Any] | None:
         from kubernetes.client.rest import ApiException
