@@ -97,24 +97,6 @@ def test_writing_the_deprecated_version_warns(api_namespace: str, kubectl: Any) 
     kubectl("-n", api_namespace, "delete", "psjob", "warned", "--wait=false")
 
 
-def with_storage(kubeconfig: str, version: str) -> None:
-    """The CRD as ``tfps crd --storage-version VERSION`` prints it."""
-    from kubernetes import client, config
-
-    manifest = crd(storage=version)
-    api = config.new_client_from_config(config_file=kubeconfig)
-    try:
-        client.ApiextensionsV1Api(api).patch_custom_resource_definition(
-            manifest["metadata"]["name"],
-            manifest,
-            field_manager="tfps-tests",
-            force=True,
-            _content_type="application/apply-patch+yaml",
-        )
-    finally:
-        api.close()
-
-
 def test_migrate_storage_rewrites_what_the_older_storage_version_wrote(
     objs: Any, api_namespace: str, kubeconfig: str
 ) -> None:
@@ -122,7 +104,7 @@ def test_migrate_storage_rewrites_what_the_older_storage_version_wrote(
     body.pop("status")
     body["metadata"] = {"namespace": api_namespace}
     try:
-        with_storage(kubeconfig, OLD)
+        install_crd(kubeconfig, manifest=crd(storage=OLD))  # as `tfps crd --storage-version v1alpha1` prints it
         # The API server takes a moment to switch its storage; write until etcd shows the older version.
         for attempt in range(50):
             name = f"stored-old-{attempt}"

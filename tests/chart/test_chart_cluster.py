@@ -60,13 +60,6 @@ PODMONITOR_CRD = (
 )
 
 
-@pytest.fixture(scope="module")
-def helm(cluster) -> str:
-    path = cluster.bin / "helm"
-    assert path.exists(), f"hack/cluster did not provide helm at {path}"
-    return str(path)
-
-
 @pytest.mark.parametrize("values", CI_VALUES, ids=VALUES_IDS)
 def test_every_rendered_object_passes_server_dry_run(values: Path, helm, cluster, kubectl, make_namespace, wait_until):
     install_crd(str(cluster.kubeconfig))

@@ -48,11 +48,6 @@ AUTHOR_RULES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def helm(cluster) -> str:
-    return str(cluster.bin / "helm")
-
-
 def _author(cluster: Any, k8s: Any, namespaces: list[str], tmp: Path) -> Path:
     """A ServiceAccount ``author`` in the first namespace, bound in each namespace to :data:`AUTHOR_RULES`
     (admin credentials); a kubeconfig holding only its token."""

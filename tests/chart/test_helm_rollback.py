@@ -30,35 +30,22 @@ import pytest
 import yaml
 
 from support.crd import install_crd
+from support.upgrade.history import OLDER, extract
 
 from .helpers import CHART, ROOT, objects, one, run
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
-OLDER = "ab5f88f"
-"""The release docs/install.md names: its operator predates the rule that leaves unknown job fields out."""
 CRD = "pstrainingjobs.tfps.dev"
 CRD_FILE = "crds/pstrainingjobs.tfps.dev.yaml"
 RBAC_KINDS = ("ClusterRole", "Role")
 
 
 @pytest.fixture(scope="module")
-def helm(cluster: Any) -> str:
-    path = cluster.bin / "helm"
-    assert path.exists(), f"hack/cluster did not provide helm at {path}"
-    return str(path)
-
-
-@pytest.fixture(scope="module")
 def older_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """charts/tfps-operator as commit ab5f88f had it, with the CRD file its crds/ symlink points at."""
-    has = run(["git", "-C", str(ROOT), "cat-file", "-e", f"{OLDER}^{{commit}}"], check=False)
-    assert has.returncode == 0, f"commit {OLDER} is not in this clone's history (shallow? `git fetch --unshallow`)"
-    dest = tmp_path_factory.mktemp(f"chart-{OLDER}")
-    archive = dest / "chart.tar"
-    run(["git", "-C", str(ROOT), "archive", "-o", str(archive), OLDER, "charts/tfps-operator", CRD_FILE])
-    run(["tar", "-x", "-f", str(archive), "-C", str(dest)])
-    chart = dest / "charts" / "tfps-operator"
+    chart_dir = str(CHART.relative_to(ROOT))
+    chart = extract(tmp_path_factory.mktemp(f"chart-{OLDER}"), chart_dir, CRD_FILE) / chart_dir
     assert (chart / "crds" / Path(CRD_FILE).name).is_file(), f"{OLDER}'s chart has no readable crds/ file"
     return chart
 

@@ -31,11 +31,6 @@ TRAINERS = ["j-chief-0", "j-ps-0", "j-worker-0", "j-worker-1"]
 PERMISSION_ERRORS = ("Forbidden", "is forbidden", "Not enough permissions", "status=403")  # API, Kopf, client
 
 
-@pytest.fixture(scope="module")
-def helm(cluster) -> str:
-    return str(cluster.bin / "helm")
-
-
 def test_operator_with_the_charts_serviceaccount_runs_full_lifecycles(
     helm, cluster, k8s, make_namespace, wait_until, tmp_path: Path
 ):

@@ -24,13 +24,13 @@ def crd_manifest() -> dict[str, Any]:
     return yaml.safe_load(CRD_PATH.read_text(encoding="utf-8"))
 
 
-def install_crd(kubeconfig: str, timeout: float = 60) -> dict[str, Any]:
-    """Apply the CRD and wait until PSTrainingJobs can be created. Returns the stored CRD."""
+def install_crd(kubeconfig: str, timeout: float = 60, manifest: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Apply the CRD (``manifest``, else the committed file) and wait until PSTrainingJobs can be created.
+    Returns the stored CRD."""
     from kubernetes import client, config
     from kubernetes.client.rest import ApiException
 
-    text = CRD_PATH.read_text(encoding="utf-8")
-    manifest = yaml.safe_load(text)
+    manifest = manifest or crd_manifest()
     name = manifest["metadata"]["name"]
     api_client = config.new_client_from_config(config_file=kubeconfig)
     try:

@@ -20,23 +20,16 @@ import pytest
 import yaml
 
 from support.upgrade.capture import FLAVOR, SCENARIOS, capture
+from support.upgrade.history import OLDER, REPO, extract
 from support.upgrade.prune import prune
 
-REPO = Path(__file__).resolve().parents[4]
-OLDER = "ab5f88f"
 DRIVER = REPO / "tests" / "support" / "upgrade" / "older_pass.py"
 
 
 @pytest.fixture(scope="module")
 def older_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """ab5f88f's operator sources and CRD, from this clone's history."""
-    root = tmp_path_factory.mktemp(OLDER)
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", OLDER, "operator", "trainer_image", "crds"], capture_output=True
-    )
-    assert archive.returncode == 0, f"commit {OLDER} is not in this clone's history: {archive.stderr.decode()}"
-    subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
-    return root
+    return extract(tmp_path_factory.mktemp(OLDER), "operator", "trainer_image", "crds")
 
 
 def schema(tree: Path) -> dict[str, Any]:
