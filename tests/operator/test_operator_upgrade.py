@@ -69,11 +69,9 @@ def replay(kube: Any, phase: str, name: str, scenario: str = SCENARIO) -> dict[s
             made = kube.core.create_namespaced_persistent_volume_claim(kube.ns, manifest)
         elif kind == "Workload":
             made = kube.custom.create_namespaced_custom_object(*kueue.API, kube.ns, "workloads", manifest)
-            uids[f"{kind}/{meta['name']}"] = made["metadata"]["uid"]
-            continue
         else:
             made = kube.batch.create_namespaced_job(kube.ns, manifest)
-        uids[f"{kind}/{meta['name']}"] = made.metadata.uid
+        uids[f"{kind}/{meta['name']}"] = made["metadata"]["uid"] if kind == "Workload" else made.metadata.uid
         if kind == "Pod" and obj["status"]["phase"] == "Succeeded":
             (container,) = obj["status"]["containerStatuses"]
             kube.finish_pod(meta["name"], "Succeeded", 0, container["state"]["terminated"].get("message", ""))
