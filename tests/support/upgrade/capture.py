@@ -11,9 +11,8 @@ in a cluster::
 It drives that version's own pure state machine (``reconcile.machine.reconcile``) the way its controller
 does, pass after pass, and answers each pass as the API server would (the objects it created, with a uid,
 then Running, then the chief Succeeded, then its export finished; a queued job's Workload waiting, then
-admitted). It uses only what
-every version since ab5f88f has: the job model, ``reconcile``, ``observe``, ``workload_obs``, ``Flavor`` and
-``BuildConfig``. The test that reads the file is
+admitted). It uses only what every version since ab5f88f has: the job model, ``reconcile``, ``observe``,
+``workload_obs``, ``Flavor`` and ``BuildConfig``. The test that reads the file is
 ``tests/unit/operator/reconcile/test_upgrade_children.py``.
 """
 
