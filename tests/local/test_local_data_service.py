@@ -28,66 +28,16 @@ import pytest
 import yaml
 
 from support.local_procs import children_by_task, tfps_run
+from support.visits import CONTRACT, checkpoint_steps, kill, visits, visits_job, wait_for
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(420)]
 
-SCRIPTS = Path(__file__).parent / "scripts"
 EXAMPLE = Path(__file__).parents[2] / "examples" / "data_service"
 IDS = 40_000
 BATCH = 8
 STEPS = 2400
 CHECKPOINT_EVERY = 100
-JOB = {
-    "apiVersion": "tfps.dev/v1alpha1",
-    "kind": "PSTrainingJob",
-    "metadata": {"name": "visits"},
-    "spec": {
-        "model": {"module": "visits_contract", "args": {"ids": IDS}},
-        "replicas": {
-            "ps": {"replicas": 1},
-            "worker": {"replicas": 2},
-            "dispatcher": {"replicas": 1},
-            "dataWorker": {"replicas": 2},
-        },
-        "training": {
-            "steps": STEPS,
-            "batchSize": BATCH,
-            "stepsPerClosure": 5,
-            "checkpoint": {"everySteps": CHECKPOINT_EVERY, "keep": 100},
-        },
-        "export": {"enabled": False},
-    },
-}
-
-
-def visits(checkpoint: Path) -> np.ndarray:
-    import tensorflow as tf
-
-    reader = tf.train.load_checkpoint(str(checkpoint))
-    (key,) = [k for k in reader.get_variable_to_shape_map() if "visits" in k]
-    return reader.get_tensor(key)
-
-
-def checkpoint_steps(log: Path) -> list[int]:
-    text = log.read_text(errors="replace") if log.exists() else ""
-    return [int(s) for s in re.findall(r"checkpoint step (\d+) ->", text)]
-
-
-def wait_for(what: str, condition, proc: subprocess.Popen, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"tfps run ended while waiting for {what}:\n{(out + err)[-3000:]}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
-def kill(runner: int, task: str, sig: int = signal.SIGKILL) -> None:
-    import os
-
-    os.kill(children_by_task(runner)[task], sig)
+JOB = visits_job(ids=IDS, steps=STEPS, batch=BATCH, every=CHECKPOINT_EVERY)
 
 
 def test_dynamic_sharding_visits_each_element_at_most_once_through_data_worker_dispatcher_ps_deaths_and_a_preemption(
@@ -95,7 +45,7 @@ def test_dynamic_sharding_visits_each_element_at_most_once_through_data_worker_d
 ):
     code = tmp_path / "code"
     code.mkdir()
-    shutil.copy(SCRIPTS / "visits_contract.py", code / "visits_contract.py")
+    shutil.copy(CONTRACT, code / "visits_contract.py")
     job = tmp_path / "visits.yaml"
     job.write_text(yaml.safe_dump(JOB))
     work = tmp_path / "work"
@@ -173,7 +123,7 @@ def test_dynamic_sharding_visits_each_element_at_most_once_through_data_worker_d
 def test_a_service_that_cannot_start_fails_the_job_with_the_reason(tmp_path):
     code = tmp_path / "code"
     code.mkdir()
-    shutil.copy(SCRIPTS / "visits_contract.py", code / "visits_contract.py")
+    shutil.copy(CONTRACT, code / "visits_contract.py")
     doc = yaml.safe_load(yaml.safe_dump(JOB))
     doc["spec"]["training"]["steps"] = 50
     job = tmp_path / "visits.yaml"

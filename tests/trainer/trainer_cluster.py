@@ -41,14 +41,19 @@ def make_settings(root: Path, **overrides: Any) -> JobSettings:
 
 @dataclass
 class LocalCluster:
-    """chief + ps + worker (+ optional evaluator) processes sharing one TF_CONFIG cluster."""
+    """chief + ps + worker (+ optional evaluator, tf.data service dispatcher and data workers) processes sharing
+    one TF_CONFIG cluster. ``settings_of`` gives a process settings of its own (a data worker told another
+    dispatcher address, say)."""
 
     workdir: Path
     settings: JobSettings
     ps: int = 2
     workers: int = 2
     evaluator: int = 0
+    dispatcher: int = 0
+    dataworkers: int = 0
     extra_env: dict[str, str] = field(default_factory=dict)
+    settings_of: dict[tuple[str, int], JobSettings] = field(default_factory=dict)
     ports: dict[tuple[str, int], int] = field(default_factory=dict)
     procs: dict[tuple[str, int], subprocess.Popen] = field(default_factory=dict)
     progress_ports: dict[str, int] = field(default_factory=dict)
@@ -66,6 +71,10 @@ class LocalCluster:
         c = {"chief": 1, "ps": self.ps, "worker": self.workers}
         if self.evaluator:
             c["evaluator"] = self.evaluator
+        if self.dispatcher:
+            c["dispatcher"] = self.dispatcher
+        if self.dataworkers:
+            c["dataworker"] = self.dataworkers
         return c
 
     def address(self, role: str, index: int) -> str:
@@ -75,7 +84,7 @@ class LocalCluster:
         env = dict(os.environ)
         env.update(
             TF_CONFIG=tf_config_json(self.counts, self.address, role, index),  # type: ignore[arg-type]
-            TFPS_JOB=self.settings.to_env(),
+            TFPS_JOB=self.settings_of.get((role, index), self.settings).to_env(),
             TFPS_TERMINATION_LOG=str(self.termination_log(role, index)),
             TFPS_PROGRESS_HOST="127.0.0.1",
             TFPS_PROGRESS_PORT=str(self.progress_ports.get(role, 0)),

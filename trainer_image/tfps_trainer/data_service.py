@@ -9,13 +9,16 @@ cluster that restarts joins it where it stood.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from tfps_wire.job_settings import DataServiceSettings, JobSettings
+from tfps_wire.termination import termination_line, write_termination_log
 from tfps_wire.uri import is_uri
 
 from .cluster import STARTUP_TIMEOUT_ENV, TaskConfig, wait_for_addresses
@@ -99,20 +102,46 @@ def run_dispatcher(task: TaskConfig, settings: JobSettings) -> int:
     )
 
 
+def _registered_within(build: Callable[[], Any], deadline: float, role: str, reason: str) -> Any:
+    """``build()`` (a ``WorkerServer``) under a kernel alarm that ends the process at ``deadline``.
+
+    Starting a ``WorkerServer`` registers it with the dispatcher and retries while the dispatcher does not
+    answer, holding the GIL: neither a Python timer nor the SIGTERM handler runs meanwhile. SIGALRM's
+    default action ends the process whatever it holds (a signal's exit, retried like one); ``reason`` is in
+    the termination log beforehand, so the kill is reported with it."""
+    print(f"tfps-trainer {role}: registering with the dispatcher (giving up in {deadline - time.monotonic():.0f}s)",
+          flush=True)  # fmt: skip
+    write_termination_log(termination_line(role, reason))
+    previous = signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(max(1, math.ceil(deadline - time.monotonic())))
+    try:
+        return build()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        write_termination_log("")
+
+
 def run_worker(task: TaskConfig, settings: JobSettings) -> int:
     """Serve a data worker on this task's port until SIGTERM; it registers with the dispatcher under its
-    own address, which the training workers read from."""
+    own address, which the training workers read from. Reaching the dispatcher and registering with it
+    share one startup timeout (``TFPS_STARTUP_TIMEOUT``): a data worker that cannot fails with the reason
+    (and is recreated), it never waits forever."""
     import tensorflow as tf
 
     ds = _settings(settings, "data worker")
     timeout = float(os.environ.get(STARTUP_TIMEOUT_ENV, "600"))
+    deadline = time.monotonic() + timeout
     if wait_for_addresses([ds.dispatcher], timeout):
         raise InfrastructureError(f"tf.data service dispatcher {ds.dispatcher} not reachable after {timeout:g}s")
     config = tf.data.experimental.service.WorkerConfig(
         dispatcher_address=ds.dispatcher, worker_address=task.address, port=_port(task)
     )
+    reason = f"tf.data service dispatcher {ds.dispatcher} did not register this data worker within {timeout:g}s"
     try:
-        server = tf.data.experimental.service.WorkerServer(config)
+        server = _registered_within(
+            lambda: tf.data.experimental.service.WorkerServer(config), deadline, task.name, reason
+        )
     except tf.errors.OpError as exc:
         raise InfrastructureError(f"tf.data service worker cannot start on {task.address}: {exc.message}") from None
     return _serve_until_stopped(
@@ -127,23 +156,54 @@ def sharding_policy(ds: DataServiceSettings) -> Any:
     return policy.DYNAMIC if ds.processing_mode == "dynamic" else policy.OFF
 
 
+def _reader(ds: DataServiceSettings, dataset_id: Any, element_spec: Any, job_name: str) -> Any:
+    import tensorflow as tf
+
+    return tf.data.experimental.service.from_dataset_id(
+        processing_mode=sharding_policy(ds),
+        service=ds.target,
+        dataset_id=dataset_id,
+        element_spec=element_spec,
+        job_name=job_name,
+    )
+
+
 def registered_dataset_fn(ds: DataServiceSettings, dataset: Any) -> Callable[[Any], Any]:
     """Register ``dataset`` (the module's whole dataset) with the dispatcher under the job's dataset id and
     return the per-worker dataset function that reads it: every training worker reads the one iteration."""
     import tensorflow as tf
 
-    service = tf.data.experimental.service
-    dataset_id = service.register_dataset(ds.target, dataset, dataset_id=ds.dataset_id)
+    dataset_id = tf.data.experimental.service.register_dataset(ds.target, dataset, dataset_id=ds.dataset_id)
     element_spec = dataset.element_spec
-    policy = sharding_policy(ds)
+    return lambda _input_context: _reader(ds, dataset_id, element_spec, ds.iteration)
 
-    def dataset_fn(_input_context: Any) -> Any:
-        return service.from_dataset_id(
-            processing_mode=policy,
-            service=ds.target,
-            dataset_id=dataset_id,
-            element_spec=element_spec,
-            job_name=ds.iteration,
-        )
 
-    return dataset_fn
+PROBE_SUFFIX = "-probe"
+"""The job name of the chief's probe read: an iteration of its own, so it takes nothing from training's."""
+
+
+def probe(ds: DataServiceSettings, element_spec: Any, timeout: float) -> Literal["served", "empty", "timeout"]:
+    """Read one element of the registered dataset through the service, within ``timeout``: ``served``, ``empty``
+    (the dataset has no element) or ``timeout``; an error of the read is raised.
+
+    A data worker listens before it has registered with the dispatcher, and a reader waits for registered
+    workers without end, so this is the one check that the service serves. The read runs in an iteration of
+    its own (``<iteration>-probe``, shared by every chief run) in a thread: TensorFlow releases the GIL while
+    it waits, and a read that never returns is left behind with the process."""
+    ended = threading.Event()
+    outcome: list[Any] = []
+
+    def read() -> None:
+        try:
+            got = list(_reader(ds, ds.dataset_id, element_spec, ds.iteration + PROBE_SUFFIX).take(1))
+            outcome.append("served" if got else "empty")
+        except Exception as exc:  # raised in the caller's thread
+            outcome.append(exc)
+        ended.set()
+
+    threading.Thread(target=read, name="tfps-data-service-probe", daemon=True).start()
+    if not ended.wait(timeout):
+        return "timeout"
+    if isinstance(outcome[0], Exception):
+        raise outcome[0]
+    return outcome[0]

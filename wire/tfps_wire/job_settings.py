@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -175,14 +175,19 @@ DATA_SERVICE_MODE_ENV = "TFPS_DATA_SERVICE_MODE"
 """Script mode: ``dynamic`` or ``off``, the name :func:`DataServiceSettings.sharding_policy` maps to TensorFlow's."""
 
 ProcessingMode = Literal["dynamic", "off"]
+HostPort = Annotated[str, Field(pattern=r"^[^:/\s]+:[0-9]{1,5}$")]
 
 
 class DataServiceSettings(_Frozen):
     """The job's tf.data service (docs/data-service.md): where its dispatcher listens, how the dataset is
     shared among the data workers, and the names every training process reads it under."""
 
-    dispatcher: str = Field(pattern=r"^[^:/\s]+:[0-9]{1,5}$")
+    dispatcher: HostPort
     """``host:port`` of the dispatcher (its pod's DNS name on a cluster, loopback under ``tfps run``)."""
+    data_workers: tuple[HostPort, ...] = ()
+    """``host:port`` of each data worker: the chief waits until one listens (a data worker listens once it
+    has reached the dispatcher) before it trains, so a service whose data workers cannot reach the dispatcher
+    fails the job with their names instead of leaving every training worker waiting for elements."""
     processing_mode: ProcessingMode = "dynamic"
     """``dynamic``: ``ShardingPolicy.DYNAMIC`` (splits, at most once per epoch); ``off``: ``ShardingPolicy.OFF``."""
     work_dir: str

@@ -73,9 +73,12 @@ def data_service(job: PSTrainingJob, root: str, dispatcher: str | None = None) -
         return None
     spec = job.spec.training.data_service
     mode = spec.processing_mode if spec is not None else "Dynamic"
-    name, ns = job.metadata.name, job.metadata.namespace
+    name, ns, port = job.metadata.name, job.metadata.namespace, job.spec.training.port
     return DataServiceSettings(
-        dispatcher=dispatcher or f"{names.pod_fqdn(name, ns, 'dispatcher', 0)}:{job.spec.training.port}",
+        dispatcher=dispatcher or f"{names.pod_fqdn(name, ns, 'dispatcher', 0)}:{port}",
+        data_workers=tuple(
+            f"{names.pod_fqdn(name, ns, 'dataworker', i)}:{port}" for i in range(replica_counts(job)["dataworker"])
+        ),
         processing_mode="dynamic" if mode == "Dynamic" else "off",
         work_dir=join(root, DATA_SERVICE_DIR),
         dataset_id=DATA_SERVICE_NAME,

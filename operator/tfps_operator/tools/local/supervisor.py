@@ -152,7 +152,10 @@ def task_env(local_job: LocalJob, ports: Ports, task: Task) -> dict[str, str]:
     if task in ports.progress:
         settings = settings.model_copy(update={"progress_port": ports.progress[task]})
     if settings.data_service is not None:
-        service = settings.data_service.model_copy(update={"dispatcher": ports.address("dispatcher", 0)})
+        workers = tuple(ports.address("dataworker", i) for i in range(len(settings.data_service.data_workers)))
+        service = settings.data_service.model_copy(
+            update={"dispatcher": ports.address("dispatcher", 0), "data_workers": workers}
+        )
         settings = settings.model_copy(update={"data_service": service})
     return {
         **local_job.base_env(),

@@ -10,7 +10,14 @@ import pytest
 from support.operator_helpers import CFG, make_job
 from tfps_operator.manifests.jobsettings import job_settings
 from tfps_operator.manifests.pods import desired_pods
-from tfps_wire.job_settings import DATA_SERVICE_ENV, DATA_SERVICE_MODE_ENV, DataServiceSettings, JobSettings
+from tfps_operator.tools.local.supervisor import LocalJob, Ports, task_env
+from tfps_wire.job_settings import (
+    DATA_SERVICE_ENV,
+    DATA_SERVICE_MODE_ENV,
+    SETTINGS_ENV,
+    DataServiceSettings,
+    JobSettings,
+)
 
 
 def served(data_workers: int = 2, **spec: object):
@@ -31,6 +38,7 @@ def test_the_settings_name_the_dispatcher_its_journal_and_one_iteration_with_dyn
     settings = job_settings(served())
     assert settings.data_service == DataServiceSettings(
         dispatcher="mnist-dispatcher-0.mnist.team-a.svc:2222",
+        data_workers=tuple(f"mnist-dataworker-{i}.mnist.team-a.svc:2222" for i in range(2)),
         processing_mode="dynamic",
         work_dir="/tfps/team-a/mnist/data-service",
         dataset_id="tfps-train",
@@ -49,6 +57,17 @@ def test_processing_mode_off_and_the_local_runners_address_and_object_storage():
         "gs://b/jobs/team-a/mnist/data-service",
     )
     assert ds.script_env() == {DATA_SERVICE_ENV: "grpc://127.0.0.1:4000", DATA_SERVICE_MODE_ENV: "off"}
+
+
+def test_tfps_run_gives_every_process_the_loopback_addresses_of_the_dispatcher_and_each_data_worker(tmp_path):
+    job = served(data_workers=3)
+    local = LocalJob(job=job, settings=job_settings(job, mount_path=str(tmp_path)))
+    ports = Ports.allocate(local.tasks, local.lead)
+    for task in local.tasks:
+        ds = JobSettings.model_validate_json(task_env(local, ports, task)[SETTINGS_ENV]).data_service
+        assert ds is not None
+        assert ds.dispatcher == ports.address("dispatcher", 0)
+        assert ds.data_workers == tuple(ports.address("dataworker", i) for i in range(3))
 
 
 def test_no_service_no_settings():
