@@ -25,10 +25,16 @@ from support.visits import CONTRACT, checkpoint_steps, kill, visits, visits_job,
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(900)]
 
-IDS = 40_000  # more than the run takes: no element comes round twice in one data worker's pass
+IDS = 60_000  # more than the run takes: no element comes round twice in one data worker's pass
 BATCH = 8
-STEPS = 600
-EVERY = 50
+STEPS = 6000
+EVERY = 300
+
+
+def served(dispatcher_log: Path) -> int:
+    """How many times the dispatcher started serving."""
+    text = dispatcher_log.read_text(errors="replace") if dispatcher_log.exists() else ""
+    return text.count("tf.data service dispatcher on")
 
 
 def checkpoint_from_bucket(gcs: GcsEmulator, bucket: str, prefix: str, step: int, into: Path) -> Path:
@@ -59,14 +65,15 @@ def test_off_visits_each_element_once_per_data_worker_and_the_dispatcher_restore
     try:
         wait_for("a checkpoint at step 100", lambda: max(checkpoint_steps(chief_log), default=0) >= 100, proc, 300)
         kill(proc.pid, "dispatcher-0")
+        wait_for("the dispatcher restored from its journal", lambda: served(logs / "dispatcher-0.log") == 2, proc)
         at = max(checkpoint_steps(chief_log))
         wait_for(
-            "two checkpoints after the dispatcher's death",
+            "two checkpoints after the dispatcher's restart",
             lambda: len([s for s in checkpoint_steps(chief_log) if s > at]) >= 2,
             proc,
         )
         dataworker_killed_after = max(checkpoint_steps(chief_log))
-        kill(proc.pid, "dataworker-1")
+        kill(proc.pid, "dataworker-1")  # recreated, it registers with the restored dispatcher and gets a task
         out, err = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
@@ -83,6 +90,8 @@ def test_off_visits_each_element_once_per_data_worker_and_the_dispatcher_restore
     assert dispatcher_log.count(f"journal in {journal}") == 2, dispatcher_log[-2000:]
     assert any("/journal" in name for name in gcs.objects(bucket, f"{prefix}/data-service/")), "no journal on gs://"
     assert "no sharding (processingMode Off)" in chief_log.read_text(errors="replace")
+    recreated = (logs / "dataworker-1.log").read_text(errors="replace")
+    assert recreated.count("tf.data service worker on") == 2, recreated[-2000:]  # registered with the restored one
 
     steps = sorted(
         int(m.group(1))
