@@ -154,14 +154,12 @@ class Trainer:
             ) from None
         timeout = float(os.environ.get(STARTUP_TIMEOUT_ENV, "600"))
         try:
-            served = data_service.probe(ds, whole.element_spec, timeout)
+            answered = data_service.answers_within(ds, whole.element_spec, timeout)
         except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError) as exc:
             raise LostClusterError(
                 f"the tf.data service at {ds.dispatcher} failed a first read: {_first_line(exc)[:300]}"
             ) from None
-        if served == "empty":
-            raise ContractFailure(f"model module {self.contract.module_name!r}: dataset() has no element")
-        if served == "timeout":
+        if not answered:
             names = ", ".join(f"dataworker/{i} ({a})" for i, a in enumerate(ds.data_workers))
             raise LostClusterError(
                 f"the tf.data service at {ds.dispatcher} served no element within {timeout:g}s: no data worker "

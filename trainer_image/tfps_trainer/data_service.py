@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from tfps_wire.job_settings import DataServiceSettings, JobSettings
 from tfps_wire.termination import termination_line, write_termination_log
@@ -105,10 +105,10 @@ def run_dispatcher(task: TaskConfig, settings: JobSettings) -> int:
 def _registered_within(build: Callable[[], Any], deadline: float, role: str, reason: str) -> Any:
     """``build()`` (a ``WorkerServer``) under a kernel alarm that ends the process at ``deadline``.
 
-    Starting a ``WorkerServer`` registers it with the dispatcher and retries while the dispatcher does not
-    answer, holding the GIL: neither a Python timer nor the SIGTERM handler runs meanwhile. SIGALRM's
-    default action ends the process whatever it holds (a signal's exit, retried like one); ``reason`` is in
-    the termination log beforehand, so the kill is reported with it."""
+    Starting a ``WorkerServer`` registers it with the dispatcher and retries, for an hour, while the
+    dispatcher does not answer, holding the GIL: no Python timer runs meanwhile. SIGALRM's default action
+    ends the process whatever it holds (a signal's exit, retried like one); ``reason`` is in the termination
+    log beforehand, so the kill is reported with it."""
     print(f"tfps-trainer {role}: registering with the dispatcher (giving up in {deadline - time.monotonic():.0f}s)",
           flush=True)  # fmt: skip
     write_termination_log(termination_line(role, reason))
@@ -182,28 +182,29 @@ PROBE_SUFFIX = "-probe"
 """The job name of the chief's probe read: an iteration of its own, so it takes nothing from training's."""
 
 
-def probe(ds: DataServiceSettings, element_spec: Any, timeout: float) -> Literal["served", "empty", "timeout"]:
-    """Read one element of the registered dataset through the service, within ``timeout``: ``served``, ``empty``
-    (the dataset has no element) or ``timeout``; an error of the read is raised.
+def answers_within(ds: DataServiceSettings, element_spec: Any, timeout: float) -> bool:
+    """Whether a read of the registered dataset through the service gets an answer (an element, or the end of
+    the dataset) within ``timeout``; an error of the read is raised.
 
     A data worker listens before it has registered with the dispatcher, and a reader waits for registered
-    workers without end, so this is the one check that the service serves. The read runs in an iteration of
-    its own (``<iteration>-probe``, shared by every chief run) in a thread: TensorFlow releases the GIL while
-    it waits, and a read that never returns is left behind with the process."""
+    workers without end, so this is the one check that the service serves. The read takes one element in an
+    iteration of its own (``<iteration>-probe``, shared by every chief run: a finite dataset can run out
+    there after many restarts, and the end of it is an answer too), in a thread: TensorFlow releases the GIL
+    while it waits, and a read that never returns is left behind with the process."""
     ended = threading.Event()
-    outcome: list[Any] = []
+    failure: list[Exception] = []
 
     def read() -> None:
         try:
-            got = list(_reader(ds, ds.dataset_id, element_spec, ds.iteration + PROBE_SUFFIX).take(1))
-            outcome.append("served" if got else "empty")
+            for _ in _reader(ds, ds.dataset_id, element_spec, ds.iteration + PROBE_SUFFIX).take(1):
+                pass
         except Exception as exc:  # raised in the caller's thread
-            outcome.append(exc)
+            failure.append(exc)
         ended.set()
 
     threading.Thread(target=read, name="tfps-data-service-probe", daemon=True).start()
     if not ended.wait(timeout):
-        return "timeout"
-    if isinstance(outcome[0], Exception):
-        raise outcome[0]
-    return outcome[0]
+        return False
+    if failure:
+        raise failure[0]
+    return True
