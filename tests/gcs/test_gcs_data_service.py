@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from support.gcs import GcsEmulator
-from support.visits import CONTRACT, checkpoint_steps, kill, visits, visits_job, wait_for
+from support.visits import CONTRACT, checkpoint_steps, kill, visits, visits_job, wait_for, wait_for_checkpoints
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(900)]
 
@@ -67,11 +67,7 @@ def test_off_visits_each_element_once_per_data_worker_and_the_dispatcher_restore
         kill(proc.pid, "dispatcher-0")
         wait_for("the dispatcher restored from its journal", lambda: served(logs / "dispatcher-0.log") == 2, proc)
         at = max(checkpoint_steps(chief_log))
-        wait_for(
-            "two checkpoints after the dispatcher's restart",
-            lambda: len([s for s in checkpoint_steps(chief_log) if s > at]) >= 2,
-            proc,
-        )
+        wait_for_checkpoints("two checkpoints after the dispatcher's restart", chief_log, at, 2, proc)
         dataworker_killed_after = max(checkpoint_steps(chief_log))
         kill(proc.pid, "dataworker-1")  # recreated, it registers with the restored dispatcher and gets a task
         out, err = proc.communicate(timeout=600)

@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from support.local_procs import children_by_task, tfps_run
-from support.visits import CONTRACT, checkpoint_steps, kill, visits, visits_job, wait_for
+from support.visits import CONTRACT, checkpoint_steps, kill, visits, visits_job, wait_for, wait_for_checkpoints
 
 pytestmark = [pytest.mark.tf, pytest.mark.timeout(420)]
 
@@ -62,19 +62,11 @@ def test_dynamic_sharding_visits_each_element_at_most_once_through_data_worker_d
         # faults: at a checkpoint, each after the previous one's process is back
         wait_for("a checkpoint at step 300", lambda: max(checkpoint_steps(chief_log), default=0) >= 300, proc)
         kill(proc.pid, "dataworker-1")
-        wait_for(
-            "two more checkpoints after the data worker's death",
-            lambda: len([s for s in checkpoint_steps(chief_log) if s > 300]) >= 3,
-            proc,
-        )
+        wait_for_checkpoints("three more checkpoints after the data worker's death", chief_log, 300, 3, proc)
         assert "dataworker-1" in children_by_task(proc.pid)
         kill(proc.pid, "dispatcher-0")
         at = max(checkpoint_steps(chief_log))
-        wait_for(
-            "three more checkpoints after the dispatcher's death",
-            lambda: len([s for s in checkpoint_steps(chief_log) if s > at]) >= 3,
-            proc,
-        )
+        wait_for_checkpoints("three more checkpoints after the dispatcher's death", chief_log, at, 3, proc)
         before_ps = max(checkpoint_steps(chief_log))
         kill(proc.pid, "ps-0")  # the training cluster restarts from its latest checkpoint
         wait_for(

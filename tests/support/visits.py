@@ -75,6 +75,11 @@ def wait_for(what: str, condition: Callable[[], bool], proc: subprocess.Popen, t
         time.sleep(0.2)
 
 
+def wait_for_checkpoints(what: str, log: Path, after: int, count: int, proc: subprocess.Popen) -> None:
+    """Wait until the chief's log names ``count`` checkpoints past step ``after``."""
+    wait_for(what, lambda: len([s for s in checkpoint_steps(log) if s > after]) >= count, proc)
+
+
 def kill(runner: int, task: str, sig: int = signal.SIGKILL) -> None:
     """Signal one of ``tfps run``'s trainer processes (``dataworker-1``, ``chief-0``...)."""
     os.kill(children_by_task(runner)[task], sig)
