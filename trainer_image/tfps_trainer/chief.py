@@ -36,7 +36,7 @@ from . import (
     tensorboard_scalars,
 )
 from .closures import NUMERICS_TAG, TrainClosures, closure_size
-from .cluster import STARTUP_TIMEOUT_ENV, read_tf_config, wait_for_addresses
+from .cluster import read_tf_config, startup_timeout, wait_for_addresses
 from .contract import ModelContract
 from .errors import ContractFailure, InfrastructureError, LostClusterError, NumericsError, PreemptedError, TrainerError
 from .status_server import Progress
@@ -152,7 +152,7 @@ class Trainer:
             raise LostClusterError(
                 f"cannot register the dataset with the tf.data service at {ds.dispatcher}: {_first_line(exc)[:300]}"
             ) from None
-        timeout = float(os.environ.get(STARTUP_TIMEOUT_ENV, "600"))
+        timeout = startup_timeout()
         try:
             answered = data_service.answers_within(ds, whole.element_spec, timeout)
         except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError) as exc:
@@ -474,7 +474,7 @@ def _first_line(exc: BaseException) -> str:
 
 def wait_for_parameter_servers(progress: Progress, stop: threading.Event | None = None) -> None:
     task = read_tf_config()
-    timeout = float(os.environ.get(STARTUP_TIMEOUT_ENV, "600"))
+    timeout = startup_timeout()
     progress.update(message="waiting for parameter servers")
     missing = wait_for_addresses(task.cluster["ps"], timeout, stop=stop)
     if stop is not None and stop.is_set():
@@ -491,7 +491,7 @@ def wait_for_data_service(settings: JobSettings, progress: Progress, stop: threa
     ds = settings.data_service
     if ds is None:
         return
-    timeout = float(os.environ.get(STARTUP_TIMEOUT_ENV, "600"))
+    timeout = startup_timeout()
     progress.update(message="waiting for the tf.data service dispatcher")
     missing = wait_for_addresses([ds.dispatcher], timeout, stop=stop)
     if stop is not None and stop.is_set():

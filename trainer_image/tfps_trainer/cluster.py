@@ -11,11 +11,17 @@ from .errors import ConfigError
 
 TF_CONFIG_ENV = "TF_CONFIG"
 STARTUP_TIMEOUT_ENV = "TFPS_STARTUP_TIMEOUT"
-"""Seconds the chief waits for its parameter servers and the tf.data service's dispatcher, and a data worker for
-the dispatcher, to accept connections (default 600)."""
+"""Seconds the chief waits for its parameter servers, the tf.data service's dispatcher and its first element, and
+a data worker for the dispatcher to accept and register it (default 600)."""
+
 ROLES = ("chief", "ps", "worker", "evaluator", "dispatcher", "dataworker")
 DATA_SERVICE_ROLES = ("dispatcher", "dataworker")
 """The tf.data service's servers: never part of the training cluster."""
+
+
+def startup_timeout() -> float:
+    """:data:`STARTUP_TIMEOUT_ENV`, in seconds."""
+    return float(os.environ.get(STARTUP_TIMEOUT_ENV, "600"))
 
 
 @dataclass(frozen=True)

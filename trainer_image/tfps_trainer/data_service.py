@@ -21,7 +21,7 @@ from tfps_wire.job_settings import DataServiceSettings, JobSettings
 from tfps_wire.termination import termination_line, write_termination_log
 from tfps_wire.uri import is_uri
 
-from .cluster import STARTUP_TIMEOUT_ENV, TaskConfig, wait_for_addresses
+from .cluster import TaskConfig, startup_timeout, wait_for_addresses
 from .errors import ConfigError, InfrastructureError
 
 NEVER = -1
@@ -130,7 +130,7 @@ def run_worker(task: TaskConfig, settings: JobSettings) -> int:
     import tensorflow as tf
 
     ds = _settings(settings, "data worker")
-    timeout = float(os.environ.get(STARTUP_TIMEOUT_ENV, "600"))
+    timeout = startup_timeout()
     deadline = time.monotonic() + timeout
     if wait_for_addresses([ds.dispatcher], timeout):
         raise InfrastructureError(f"tf.data service dispatcher {ds.dispatcher} not reachable after {timeout:g}s")

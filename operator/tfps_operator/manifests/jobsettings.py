@@ -69,16 +69,15 @@ DATA_SERVICE_NAME = "tfps-train"
 def data_service(job: PSTrainingJob, root: str, dispatcher: str | None = None) -> DataServiceSettings | None:
     """The job's tf.data service, or None without one. ``dispatcher`` (``host:port``) defaults to the
     dispatcher pod's DNS name and the job's port (``tfps run`` passes its loopback address)."""
-    if replica_counts(job)["dispatcher"] == 0:
+    counts = replica_counts(job)
+    if counts["dispatcher"] == 0:
         return None
     spec = job.spec.training.data_service
     mode = spec.processing_mode if spec is not None else "Dynamic"
     name, ns, port = job.metadata.name, job.metadata.namespace, job.spec.training.port
     return DataServiceSettings(
         dispatcher=dispatcher or f"{names.pod_fqdn(name, ns, 'dispatcher', 0)}:{port}",
-        data_workers=tuple(
-            f"{names.pod_fqdn(name, ns, 'dataworker', i)}:{port}" for i in range(replica_counts(job)["dataworker"])
-        ),
+        data_workers=tuple(f"{names.pod_fqdn(name, ns, 'dataworker', i)}:{port}" for i in range(counts["dataworker"])),
         processing_mode="dynamic" if mode == "Dynamic" else "off",
         work_dir=join(root, DATA_SERVICE_DIR),
         dataset_id=DATA_SERVICE_NAME,

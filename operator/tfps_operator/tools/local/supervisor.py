@@ -149,17 +149,18 @@ class Ports:
 def task_env(local_job: LocalJob, ports: Ports, task: Task) -> dict[str, str]:
     """The environment of one trainer process: TF_CONFIG from the shared builder, TFPS_JOB with its progress port."""
     settings = local_job.settings
+    counts = replica_counts(local_job.job)
     if task in ports.progress:
         settings = settings.model_copy(update={"progress_port": ports.progress[task]})
     if settings.data_service is not None:
-        workers = tuple(ports.address("dataworker", i) for i in range(len(settings.data_service.data_workers)))
+        workers = tuple(ports.address("dataworker", i) for i in range(counts["dataworker"]))
         service = settings.data_service.model_copy(
             update={"dispatcher": ports.address("dispatcher", 0), "data_workers": workers}
         )
         settings = settings.model_copy(update={"data_service": service})
     return {
         **local_job.base_env(),
-        "TF_CONFIG": tf_config_json(replica_counts(local_job.job), ports.address, task.role, task.index),
+        "TF_CONFIG": tf_config_json(counts, ports.address, task.role, task.index),
         SETTINGS_ENV: settings.to_env(),
     }
 
