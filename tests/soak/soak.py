@@ -111,6 +111,7 @@ class Recorder:
         """(wall time seen, ADDED|TERMINATING|DELETED, name, uid, restart label) of every pod: the evidence
         printed when a pod was created more often than its fate allows."""
         self._terminating: set[str] = set()
+        self._lock = threading.Lock()  # the watch threads add to pods and jobs while the soak reads them
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(target=self._watch, args=(self.core.list_namespaced_pod, self.pods), daemon=True),
@@ -138,7 +139,9 @@ class Recorder:
                     if into is self.pods:
                         self._note(ev["type"], obj)
                     if obj.metadata.uid not in into:
-                        into[obj.metadata.uid] = self.api.sanitize_for_serialization(obj)
+                        raw = self.api.sanitize_for_serialization(obj)
+                        with self._lock:
+                            into[obj.metadata.uid] = raw
                     if self._stop.is_set():
                         break
             except ApiException as e:  # 410 Gone: the soak would miss creations; say so
@@ -161,6 +164,15 @@ class Recorder:
         if kind in ("ADDED", "DELETED", "TERMINATING"):
             restart = (pod.metadata.labels or {}).get("tfps.dev/restart", "")
             self.timeline.append((time.time(), kind, pod.metadata.name, uid, restart))
+
+    def created_pods(self) -> list[dict[str, Any]]:
+        """Every pod seen so far, as first seen; a copy the watch threads do not change."""
+        with self._lock:
+            return list(self.pods.values())
+
+    def created_jobs(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self.jobs.values())
 
     def stop(self) -> None:
         self._stop.set()
@@ -375,7 +387,7 @@ class Soak:
 
     def _recreated(self, job: str, suffix: str, times: int) -> bool:
         name = f"{job}-{suffix}"
-        made = [p for p in self.recorder.pods.values() if p["metadata"]["name"] == name]
+        made = [p for p in self.recorder.created_pods() if p["metadata"]["name"] == name]
         pod = self._pods_of(job).get(name)
         return (
             len(made) >= times
@@ -540,7 +552,7 @@ class Soak:
 
         # creations, from the watch
         per_job: dict[str, Counter] = {}
-        for pod in self.recorder.pods.values():
+        for pod in self.recorder.created_pods():
             lbl = pod["metadata"].get("labels") or {}
             if lbl.get("tfps.dev/replica-type"):
                 job = lbl["tfps.dev/job-name"]
@@ -570,7 +582,7 @@ class Soak:
                         | {f"{j.name}-{suffix}" for (suffix, _), n in (want - got).items() if n}
                     )
                 )
-            ejs = [x for x in self.recorder.jobs.values() if x["metadata"]["name"] == f"{j.name}-export"]
+            ejs = [x for x in self.recorder.created_jobs() if x["metadata"]["name"] == f"{j.name}-export"]
             if len(ejs) != j.expect.export_jobs:
                 problems.append(f"{j.name}: {len(ejs)} export Job(s) created, expected {j.expect.export_jobs}")
 
