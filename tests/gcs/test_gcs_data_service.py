@@ -5,8 +5,8 @@ two data workers without sharding, its checkpoints and the dispatcher's journal 
 kills the dispatcher (recreated, it restores its state from the journal on gs://) and then a data worker. Every
 checkpoint is read back from the bucket and checked against what the docs promise for Off: the model took
 exactly ``step × batch`` elements; each data worker produces the whole dataset, so elements are seen once per
-data worker (at most twice here, and some twice) until the killed data worker, recreated, begins the dataset
-again (three times).
+data worker (at most twice here, and some twice). Then both data workers are killed: training waits for them,
+and each, recreated, begins the dataset again (an element is seen three or four times, never more).
 """
 
 from __future__ import annotations
@@ -69,7 +69,10 @@ def test_off_visits_each_element_once_per_data_worker_and_the_dispatcher_restore
         at = max(checkpoint_steps(chief_log))
         wait_for_checkpoints("two checkpoints after the dispatcher's restart", chief_log, at, 2, proc)
         dataworker_killed_after = max(checkpoint_steps(chief_log))
-        kill(proc.pid, "dataworker-1")  # recreated, it registers with the restored dispatcher and gets a task
+        # Both, so that training must wait for a recreated one: each registers with the restored dispatcher,
+        # gets a task for the iteration it read from its journal, and begins the dataset again.
+        kill(proc.pid, "dataworker-0")
+        kill(proc.pid, "dataworker-1")
         out, err = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
@@ -86,8 +89,9 @@ def test_off_visits_each_element_once_per_data_worker_and_the_dispatcher_restore
     assert dispatcher_log.count(f"journal in {journal}") == 2, dispatcher_log[-2000:]
     assert any("/journal" in name for name in gcs.objects(bucket, f"{prefix}/data-service/")), "no journal on gs://"
     assert "no sharding (processingMode Off)" in chief_log.read_text(errors="replace")
-    recreated = (logs / "dataworker-1.log").read_text(errors="replace")
-    assert recreated.count("tf.data service worker on") == 2, recreated[-2000:]  # registered with the restored one
+    for task in ("dataworker-0", "dataworker-1"):
+        recreated = (logs / f"{task}.log").read_text(errors="replace")
+        assert recreated.count("tf.data service worker on") == 2, recreated[-2000:]  # registered with the restored one
 
     steps = sorted(
         int(m.group(1))
@@ -104,5 +108,5 @@ def test_off_visits_each_element_once_per_data_worker_and_the_dispatcher_restore
             twice |= bool((seen == 2).any())
     assert twice, "no element was seen twice: the data workers did not each produce the whole dataset"
     final = visits(checkpoint_from_bucket(gcs, bucket, prefix, STEPS, tmp_path / "ckpt" / "final"))
-    # the recreated data worker began the dataset again: its elements were seen a third time
-    assert final.max() == 3, int(final.max())
+    # the recreated data workers began the dataset again: a third pass at least, a fourth at most
+    assert 3 <= final.max() <= 4, int(final.max())
