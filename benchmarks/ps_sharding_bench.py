@@ -1,7 +1,8 @@
 """PS sharding, measured: the wide-and-deep model with a large embedding, tables partitioned over 1, 2, 4 PS.
 
 Usage: ``hack/netns-run .venv/bin/python benchmarks/ps_sharding_bench.py [--vocab V] [--ps 1,2,4] [--quick]``,
-or the vocabulary sweep ``... --sweep 100000:2,2000000:2,20000000:4`` (writes results/vocab_sweep.json).
+or the vocabulary sweep ``... --sweep 100000:2,2000000:2,20000000:4`` (writes results/vocab_sweep.json);
+``--restore-into 4,2`` also restores each point's last checkpoint on fresh clusters of 4 and 2 PS, timed.
 
 For each PS count N, a real cluster on 127.0.0.1 (N PS + 2 workers) trains
 ``tfps_trainer.examples.wide_deep`` with ``variablePartitioner`` ``maxShards: N`` (each table and its
@@ -38,7 +39,7 @@ def _idle_rss(cluster, n_ps: int) -> list[int]:
     return [tb._rss_bytes(str(cluster.procs[("ps", i)].pid)) for i in range(n_ps)]
 
 
-def measure(n_ps: int, vocab: int, steps: int, repeats: int, tmp: Path) -> dict:
+def measure(n_ps: int, vocab: int, steps: int, repeats: int, tmp: Path, restore_into: list[int]) -> dict:
     from trainer_cluster import LocalCluster
 
     from tfps_wire.job_settings import DEFAULT_STEPS_PER_CLOSURE, PartitionerSettings, Paths
@@ -71,6 +72,8 @@ def measure(n_ps: int, vocab: int, steps: int, repeats: int, tmp: Path) -> dict:
                 flush=True,
             )
         ckpt = tb._run(cluster.env("chief", 0), "chief_checkpoint([])")
+        saved = cluster.settings
+    restores = [restore(saved, m, tmp / f"ps{n_ps}-into{m}") for m in restore_into]
     return {
         "ps": n_ps,
         "runs": runs,
@@ -80,7 +83,30 @@ def measure(n_ps: int, vocab: int, steps: int, repeats: int, tmp: Path) -> dict:
         "max_ps_rss_bytes": max(max(r["ps_rss_bytes"]) for r in runs),
         "checkpoint_save_seconds": statistics.median(ckpt["save_seconds"]),
         "checkpoint_bytes": ckpt["bytes"],
+        "restores": restores,
     }
+
+
+def restore(saved, n_ps: int, workdir: Path) -> dict:
+    """The newest checkpoint of ``saved``'s run restored on a fresh cluster of ``n_ps`` PS (``maxShards`` =
+    ``n_ps``): the model's build and the restore timed apart, and each PS's resident memory after it."""
+    from trainer_cluster import LocalCluster
+
+    from tfps_wire.job_settings import PartitionerSettings
+
+    settings = saved.model_copy(update={"partitioner": PartitionerSettings(max_shards=n_ps)})
+    with LocalCluster(workdir, settings, ps=n_ps, workers=1) as cluster:
+        cluster.start_servers()
+        r = tb._run(cluster.env("chief", 0), "chief_restore()")
+        r["ps_rss_bytes"] = [tb._rss_bytes(str(cluster.procs[("ps", i)].pid)) for i in range(n_ps)]
+    r["ps"] = n_ps
+    print(
+        f"  restored step {r['step']} into {n_ps} PS ({r['shards_per_table']} shards a table): build "
+        f"{r['build_seconds']:.2f} s, restore {r['restore_seconds']:.2f} s, PS RSS MB "
+        f"{[round(b / 2**20) for b in r['ps_rss_bytes']]}",
+        flush=True,
+    )
+    return r
 
 
 def main() -> None:
@@ -93,6 +119,9 @@ def main() -> None:
     )
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--restore-into", default="", help="PS,...: restore each point's last checkpoint on that many PS, timed"
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", default=None, help="default: results/ps_sharding.json (results/vocab_sweep.json)")
     a = parser.parse_args()
@@ -114,7 +143,8 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory(prefix="tfps-ps-bench-") as tmp:
         for vocab, n in configs:
-            r = measure(n, vocab, a.steps, a.repeats, Path(tmp) / f"v{vocab}")
+            into = [int(m) for m in a.restore_into.split(",") if m]
+            r = measure(n, vocab, a.steps, a.repeats, Path(tmp) / f"v{vocab}", into)
             r["vocab_size"], r["params"] = vocab, _params(vocab)
             results["runs"].append(r)
     results["load_average"] = os.getloadavg()
@@ -131,6 +161,13 @@ def main() -> None:
             f"{r['max_ps_rss_bytes'] / 2**20:>14.0f}{max(r['idle_ps_rss_bytes']) / 2**20:>15.0f}"
             f"{r['checkpoint_save_seconds']:>12.3f}"
         )
+    for r in results["runs"]:
+        for x in r["restores"]:
+            print(
+                f"{r['vocab_size']:>11,} rows saved on {r['ps']} PS ({r['checkpoint_bytes'] / 1e6:,.0f} MB), restored "
+                f"on {x['ps']} PS: build {x['build_seconds']:.2f} s, restore {x['restore_seconds']:.2f} s, "
+                f"max PS RSS {max(x['ps_rss_bytes']) / 2**20:,.0f} MB"
+            )
     print(f"load average {results['load_average_start'][0]:.1f} at start, {results['load_average'][0]:.1f} at end")
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(results, indent=2) + "\n")

@@ -318,6 +318,31 @@ def chief_checkpoint(vocabs: list[int]) -> dict:
     return {"save_seconds": saves, "bytes": size}
 
 
+def chief_restore() -> dict:
+    """Build the model on this cluster's PS and restore the newest checkpoint into it, timed apart.
+
+    The cluster's ``variablePartitioner`` may split the tables differently from the run that saved: each
+    PS reads the slices of the checkpoint's whole tensors that its shards hold."""
+    from tfps_trainer import sharding
+    from tfps_trainer.chief import Trainer
+    from tfps_trainer.status_server import Progress
+
+    settings, c, _ = _loaded()
+    t0 = time.perf_counter()
+    trainer = Trainer(settings, c, Progress("chief", settings.steps))
+    built = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    step = trainer.restore()
+    restored = time.perf_counter() - t0
+    shards = [len(sharding.backing(v).variables) for v in trainer.model.weights if sharding.is_sharded(v)]
+    return {
+        "build_seconds": built,
+        "restore_seconds": restored,
+        "step": step,
+        "shards_per_table": max(shards, default=1),
+    }
+
+
 # ---- the driver ----------------------------------------------------------------------------------------
 
 
