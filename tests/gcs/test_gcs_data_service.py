@@ -2,11 +2,11 @@
 
 One ``tfps run --storage gs://...`` of the visits contract (``tests/support/visits.py``) through a dispatcher and
 two data workers without sharding, its checkpoints and the dispatcher's journal in the emulated bucket. The test
-kills the dispatcher (recreated, it restores its state from the journal on gs://) and then a data worker. Every
-checkpoint is read back from the bucket and checked against what the docs promise for Off: the model took
-exactly ``step × batch`` elements; each data worker produces the whole dataset, so elements are seen once per
-data worker (at most twice here, and some twice). Then both data workers are killed: training waits for them,
-and each, recreated, begins the dataset again (an element is seen three or four times, never more).
+kills the dispatcher (recreated, it restores its state from the journal on gs://), then both data workers:
+training waits for them, and each, recreated, begins the dataset again. Every checkpoint is read back from the
+bucket and checked against what the docs promise for Off: the model took exactly ``step × batch`` elements; each
+data worker produces the whole dataset, so before the data workers' deaths an element is seen at most twice
+(some twice), and at the end three or four times, never more.
 """
 
 from __future__ import annotations
