@@ -89,7 +89,8 @@ def measure(n_ps: int, vocab: int, steps: int, repeats: int, tmp: Path, restore_
 
 def restore(saved, n_ps: int, workdir: Path) -> dict:
     """The newest checkpoint of ``saved``'s run restored on a fresh cluster of ``n_ps`` PS (``maxShards`` =
-    ``n_ps``): the model's build and the restore timed apart, and each PS's resident memory after it."""
+    ``n_ps``): the model's build and the restore timed apart, and each PS's resident memory after the build,
+    after the restore and at its peak."""
     from trainer_cluster import LocalCluster
 
     from tfps_wire.job_settings import PartitionerSettings
@@ -97,13 +98,16 @@ def restore(saved, n_ps: int, workdir: Path) -> dict:
     settings = saved.model_copy(update={"partitioner": PartitionerSettings(max_shards=n_ps)})
     with LocalCluster(workdir, settings, ps=n_ps, workers=1) as cluster:
         cluster.start_servers()
-        r = tb._run(cluster.env("chief", 0), "chief_restore()")
-        r["ps_rss_bytes"] = [tb._rss_bytes(str(cluster.procs[("ps", i)].pid)) for i in range(n_ps)]
+        pids = [str(cluster.procs[("ps", i)].pid) for i in range(n_ps)]
+        r = tb._run({**cluster.env("chief", 0), tb.PS_PIDS_ENV: ",".join(pids)}, "chief_restore()")
+        r["ps_rss_bytes"] = [tb._rss_bytes(p) for p in pids]
+        r["ps_peak_rss_bytes"] = [tb._rss_bytes(p, "VmHWM") for p in pids]
     r["ps"] = n_ps
     print(
         f"  restored step {r['step']} into {n_ps} PS ({r['shards_per_table']} shards a table): build "
-        f"{r['build_seconds']:.2f} s, restore {r['restore_seconds']:.2f} s, PS RSS MB "
-        f"{[round(b / 2**20) for b in r['ps_rss_bytes']]}",
+        f"{r['build_seconds']:.2f} s, restore {r['restore_seconds']:.2f} s, PS RSS MB built "
+        f"{[round(b / 2**20) for b in r['ps_rss_bytes_built']]}, restored "
+        f"{[round(b / 2**20) for b in r['ps_rss_bytes']]}, peak {[round(b / 2**20) for b in r['ps_peak_rss_bytes']]}",
         flush=True,
     )
     return r
@@ -166,7 +170,7 @@ def main() -> None:
             print(
                 f"{r['vocab_size']:>11,} rows saved on {r['ps']} PS ({r['checkpoint_bytes'] / 1e6:,.0f} MB), restored "
                 f"on {x['ps']} PS: build {x['build_seconds']:.2f} s, restore {x['restore_seconds']:.2f} s, "
-                f"max PS RSS {max(x['ps_rss_bytes']) / 2**20:,.0f} MB"
+                f"max PS RSS {max(x['ps_rss_bytes']) / 2**20:,.0f} MB (peak {max(x['ps_peak_rss_bytes']) / 2**20:,.0f})"
             )
     print(f"load average {results['load_average_start'][0]:.1f} at start, {results['load_average'][0]:.1f} at end")
     Path(out).parent.mkdir(parents=True, exist_ok=True)

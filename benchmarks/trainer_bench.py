@@ -90,9 +90,10 @@ def _cpu_all() -> float:
     return _cpu() + sum(_cpu_of(p) for p in pids)
 
 
-def _rss_bytes(pid: str) -> int:
+def _rss_bytes(pid: str, field: str = "VmRSS") -> int:
+    """A process's resident memory now (``VmHWM``: its peak)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
     return 0
 
@@ -328,14 +329,17 @@ def chief_restore() -> dict:
     from tfps_trainer.status_server import Progress
 
     settings, c, _ = _loaded()
+    ps = [p for p in os.environ.get(PS_PIDS_ENV, "").split(",") if p]
     t0 = time.perf_counter()
     trainer = Trainer(settings, c, Progress("chief", settings.steps))
     built = time.perf_counter() - t0
+    rss_built = [_rss_bytes(p) for p in ps]
     t0 = time.perf_counter()
     step = trainer.restore()
     restored = time.perf_counter() - t0
     shards = [len(sharding.backing(v).variables) for v in trainer.model.weights if sharding.is_sharded(v)]
     return {
+        "ps_rss_bytes_built": rss_built,
         "build_seconds": built,
         "restore_seconds": restored,
         "step": step,

@@ -18,15 +18,9 @@ from tfps_wire import exitcodes
 from tfps_wire.job_settings import JobSettings, SettingsError
 from tfps_wire.termination import one_line, termination_line, write_termination_log
 
-from . import logfilter
+from . import logfilter, tf_env
 from .cluster import check_shape, read_tf_config
 from .errors import ConfigError, ContractFailure, InfrastructureError, TrainerError, report_failure
-
-
-def _quiet_tensorflow() -> None:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")  # PSS: fail fast on a dead task (TF guidance)
-
 
 FATAL_GRACE_SECONDS = 60.0
 """How long the main thread has to end the run after a hopeless flood interrupted it, before the
@@ -94,7 +88,7 @@ def main() -> int:
         except SettingsError as exc:
             raise ConfigError(str(exc)) from None
         check_shape(task, settings.strategy)
-        _quiet_tensorflow()
+        tf_env.apply(os.environ, task.task_type)  # before any role imports TensorFlow
         if task.task_type == "dispatcher":
             from . import data_service
 
