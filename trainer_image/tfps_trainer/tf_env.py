@@ -3,10 +3,9 @@
 Every role is quiet and fails fast on a dead task. A parameter server also takes its large buffers from the
 system allocator (``TF_ONEDNN_USE_SYSTEM_ALLOCATOR=true``). With oneDNN on (TensorFlow's default on x86
 Linux), allocations over 256 KiB come from a BFC pool that keeps what it frees, so a PS stays at the peak of
-its temporaries. The temporaries of an initial value (Keras' random draw and its scaling) and of a restore
-left each PS holding 1.5-2.8 times its share of the model (benchmarks/README.md, "Checkpoint restore"). The
-pool saves little on a PS, which allocates large buffers only to create, restore and save variables. The
-kernels are unchanged. A value the pod's own env sets wins."""
+its temporaries: those of Keras' random initial values and of a restore left each PS holding 1.5-2.8 times its
+share of the model. With the system allocator a PS holds its share, at the same steps/s (benchmarks/README.md,
+"Checkpoint restore and PS memory"). The kernels are unchanged. A value the pod's own env sets wins."""
 
 from __future__ import annotations
 
