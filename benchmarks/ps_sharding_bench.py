@@ -29,6 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trainer_bench as tb
 
 
+def _ps_pids(cluster, n_ps: int) -> list[str]:
+    return [str(cluster.procs[("ps", i)].pid) for i in range(n_ps)]
+
+
 def _idle_rss(cluster, n_ps: int) -> list[int]:
     """Resident memory of each PS once its server listens, before any chief connects (the TF runtime)."""
     from tfps_trainer.cluster import wait_for_addresses
@@ -36,7 +40,7 @@ def _idle_rss(cluster, n_ps: int) -> list[int]:
     addresses = [cluster.address("ps", i) for i in range(n_ps)]
     assert not wait_for_addresses(addresses, 120), "PS did not start"
     time.sleep(2)
-    return [tb._rss_bytes(str(cluster.procs[("ps", i)].pid)) for i in range(n_ps)]
+    return [tb._rss_bytes(p) for p in _ps_pids(cluster, n_ps)]
 
 
 def measure(n_ps: int, vocab: int, steps: int, repeats: int, tmp: Path, restore_into: list[int]) -> dict:
@@ -56,7 +60,7 @@ def measure(n_ps: int, vocab: int, steps: int, repeats: int, tmp: Path, restore_
     with LocalCluster(tmp / f"ps{n_ps}-procs", settings, ps=n_ps, workers=2) as cluster:
         cluster.start_servers()
         pids = ",".join(str(p.pid) for p in cluster.procs.values())
-        ps_pids = ",".join(str(cluster.procs[("ps", i)].pid) for i in range(n_ps))
+        ps_pids = ",".join(_ps_pids(cluster, n_ps))
         idle_rss = _idle_rss(cluster, n_ps)
         for rep in range(repeats):
             cluster.settings = settings.model_copy(update={"paths": Paths(root=str(tmp / f"ps{n_ps}-{rep}"))})
@@ -98,7 +102,7 @@ def restore(saved, n_ps: int, workdir: Path) -> dict:
     settings = saved.model_copy(update={"partitioner": PartitionerSettings(max_shards=n_ps)})
     with LocalCluster(workdir, settings, ps=n_ps, workers=1) as cluster:
         cluster.start_servers()
-        pids = [str(cluster.procs[("ps", i)].pid) for i in range(n_ps)]
+        pids = _ps_pids(cluster, n_ps)
         r = tb._run({**cluster.env("chief", 0), tb.PS_PIDS_ENV: ",".join(pids)}, "chief_restore()")
         r["ps_rss_bytes"] = [tb._rss_bytes(p) for p in pids]
         r["ps_peak_rss_bytes"] = [tb._rss_bytes(p, "VmHWM") for p in pids]
@@ -145,9 +149,9 @@ def main() -> None:
         "load_average_start": os.getloadavg(),
         "runs": [],
     }
+    into = [int(m) for m in a.restore_into.split(",") if m]
     with tempfile.TemporaryDirectory(prefix="tfps-ps-bench-") as tmp:
         for vocab, n in configs:
-            into = [int(m) for m in a.restore_into.split(",") if m]
             r = measure(n, vocab, a.steps, a.repeats, Path(tmp) / f"v{vocab}", into)
             r["vocab_size"], r["params"] = vocab, _params(vocab)
             results["runs"].append(r)

@@ -84,10 +84,14 @@ def _cpu_of(pid: str) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
+def _pids(name: str) -> list[str]:
+    """The process ids the environment variable ``name`` lists (comma-separated)."""
+    return [p for p in os.environ.get(name, "").split(",") if p]
+
+
 def _cpu_all() -> float:
     """CPU seconds of this process and of the PS and workers named in :data:`PIDS_ENV`."""
-    pids = [p for p in os.environ.get(PIDS_ENV, "").split(",") if p]
-    return _cpu() + sum(_cpu_of(p) for p in pids)
+    return _cpu() + sum(_cpu_of(p) for p in _pids(PIDS_ENV))
 
 
 def _rss_bytes(pid: str, field: str = "VmRSS") -> int:
@@ -111,7 +115,7 @@ class Window:
     def stop(self) -> None:
         if self.t1 is None:
             self.t1, self.all1, self.own1 = time.perf_counter(), _cpu_all(), _cpu()
-            self.ps_rss = [_rss_bytes(p) for p in os.environ.get(PS_PIDS_ENV, "").split(",") if p]
+            self.ps_rss = [_rss_bytes(p) for p in _pids(PS_PIDS_ENV)]
 
     def result(self, steps: int, **extra: object) -> dict:
         return {
@@ -329,7 +333,7 @@ def chief_restore() -> dict:
     from tfps_trainer.status_server import Progress
 
     settings, c, _ = _loaded()
-    ps = [p for p in os.environ.get(PS_PIDS_ENV, "").split(",") if p]
+    ps = _pids(PS_PIDS_ENV)
     t0 = time.perf_counter()
     trainer = Trainer(settings, c, Progress("chief", settings.steps))
     built = time.perf_counter() - t0

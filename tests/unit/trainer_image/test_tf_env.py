@@ -11,8 +11,7 @@ import sys
 import pytest
 
 from tfps_trainer import tf_env
-from tfps_trainer.script.env import program_env
-from tfps_wire.job_settings import JobSettings, Paths
+from tfps_wire.job_settings import JobSettings, Paths, ScriptSettings
 
 ALLOCATOR = "TF_ONEDNN_USE_SYSTEM_ALLOCATOR"
 
@@ -35,20 +34,28 @@ def _tf_config(role: str) -> str:
     return json.dumps({"cluster": cluster, "task": {"type": role, "index": 0}})
 
 
-# The entry point in a process of its own (it installs signal handlers and reports once per process), with a
-# server.run that prints what it would import TensorFlow with.
+# The entry point in a process of its own (it installs signal handlers and reports once per process), with the
+# role's runner replaced by one that prints what TensorFlow would be imported with: the contract mode's server,
+# or the environment script mode gives the program.
 ENTRY = """
 import os, sys
 from tfps_trainer import server
+from tfps_trainer.script import env, wrapper
 server.run = lambda task: print("allocator", os.environ.get("TF_ONEDNN_USE_SYSTEM_ALLOCATOR")) or 0
+wrapper.run = lambda task, settings: print(
+    "allocator", env.program_env(settings, task.task_type, task.task_index, "p").get("TF_ONEDNN_USE_SYSTEM_ALLOCATOR")
+) or 0
 from tfps_trainer.__main__ import main
 sys.exit(main())
 """
 
 
-@pytest.mark.parametrize("role", ["ps", "worker"])
-def test_the_entry_point_sets_them_before_the_server_imports_tensorflow(role: str, tmp_path) -> None:
-    settings = JobSettings(job_name="j", model_module="m", steps=10, batch_size=8, paths=Paths(root=str(tmp_path)))
+@pytest.mark.parametrize(
+    ("role", "script"), [("ps", False), ("worker", False), ("ps", True), ("worker", True)], ids=str
+)
+def test_the_entry_point_sets_them_before_a_role_imports_tensorflow(role: str, script: bool, tmp_path) -> None:
+    job = {"model_module": "m"} if not script else {"script": ScriptSettings(programs={role: ("python", "p.py")})}
+    settings = JobSettings(job_name="j", steps=10, batch_size=8, paths=Paths(root=str(tmp_path)), **job)
     env = {k: v for k, v in os.environ.items() if k != ALLOCATOR}
     env.update(
         TF_CONFIG=_tf_config(role), TFPS_JOB=settings.to_env(), TFPS_TERMINATION_LOG=str(tmp_path / "termination")
@@ -56,10 +63,3 @@ def test_the_entry_point_sets_them_before_the_server_imports_tensorflow(role: st
     out = subprocess.run([sys.executable, "-c", ENTRY], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert f"allocator {'true' if role == 'ps' else None}" in out.stdout.splitlines(), out.stdout
-
-
-def test_a_script_mode_ps_program_inherits_them(tmp_path) -> None:
-    settings = JobSettings(job_name="j", steps=10, batch_size=8, paths=Paths(root=str(tmp_path)))
-    base: dict[str, str] = {}
-    tf_env.apply(base, "ps")
-    assert program_env(settings, "ps", 0, "/tmp/p.json", base=base)[ALLOCATOR] == "true"
