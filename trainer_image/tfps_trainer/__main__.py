@@ -18,7 +18,7 @@ from tfps_wire import exitcodes
 from tfps_wire.job_settings import JobSettings, SettingsError
 from tfps_wire.termination import one_line, termination_line, write_termination_log
 
-from . import logfilter, tf_env
+from . import hints, logfilter, tf_env
 from .cluster import check_shape, read_tf_config
 from .errors import ConfigError, ContractFailure, InfrastructureError, TrainerError, report_failure
 
@@ -29,11 +29,12 @@ _REPORTING = threading.Lock()
 """Held by whichever thread reports the run's end: the main thread, or the fallback below."""
 
 
-def hopeless_failure(output: logfilter.StderrFilter) -> ContractFailure:
-    """The failure a run that cannot proceed ends with: the flood's first line (its hint is added when
-    the failure is reported)."""
+def hopeless_failure(output: logfilter.StderrFilter, error: str = "") -> ContractFailure:
+    """The failure a run that cannot proceed ends with: the flood's first line, else the error that showed
+    it (its hint is added when the failure is reported)."""
     fatal = output.scanner.fatal
-    return ContractFailure(f"training cannot proceed: {fatal[1][:400] if fatal else 'a flood of errors'}")
+    first = fatal[1] if fatal else error or "a flood of errors"
+    return ContractFailure(f"training cannot proceed: {first[:400]}")
 
 
 def stop_hopeless_run(role: str, output: logfilter.StderrFilter, grace: float = FATAL_GRACE_SECONDS) -> None:
@@ -147,8 +148,9 @@ def main() -> int:
         else:
             failure = TrainerError("interrupted", exitcodes.INTERRUPTED)
     except Exception as exc:
-        if output is not None and output.scanner.fatal is not None:
-            failure = hopeless_failure(output)  # the flood's cause, whichever error reached the main thread
+        error = f"{type(exc).__name__}: {exc}"
+        if output is not None and (output.scanner.fatal is not None or hints.hopeless(error)):
+            failure = hopeless_failure(output, error)  # the flood's cause, whichever error reached the main thread
         else:
             failure = TrainerError(f"internal error: {type(exc).__name__}: {exc}")
             failure.__cause__ = exc  # its traceback goes to the log and the termination message

@@ -90,10 +90,17 @@ def report_failure(role: str, error: TrainerError) -> int:
 
 
 def _mute_output() -> None:
+    """Points fds 1 and 2 at /dev/null, and ``sys.stderr``'s own descriptor where it has one of its own
+    (:meth:`~tfps_trainer.logfilter.StderrFilter.close` after a failed run)."""
     try:
+        fds = {1, 2}
+        try:
+            fds.add(sys.stderr.fileno())
+        except (AttributeError, OSError, ValueError):
+            pass
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
+        for fd in fds:
+            os.dup2(devnull, fd)
         os.close(devnull)
     except OSError:
         pass

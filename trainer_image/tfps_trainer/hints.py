@@ -97,6 +97,15 @@ def find(text: str) -> Hint | None:
     return next((h for h in HINTS if h.pattern.search(text)), None)
 
 
+def hopeless(text: str) -> Hint | None:
+    """The hint of a failure that never recovers (one with ``fatal_after``) that ``text`` shows, if any.
+
+    TensorFlow may raise such a failure in the main thread before its flood reaches ``fatal_after`` lines
+    (how many lines come first depends on the machine's speed): the error names the cause by itself."""
+    hint = find(text)
+    return hint if hint is not None and hint.fatal_after is not None else None
+
+
 class Scanner:
     """Remembers which hints the lines fed so far match (cheap enough for every line of a flood)."""
 

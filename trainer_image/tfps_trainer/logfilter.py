@@ -1,26 +1,30 @@
-"""Keep a trainer's log readable when TensorFlow floods it: repeated lines are rate-limited, and the
+"""Keep a trainer's log readable when TensorFlow floods it: repeated lines are limited by count, and the
 lines are scanned for the classic failures (:mod:`.hints`).
 
 :class:`StderrFilter` puts a pipe in place of file descriptor 2, so it sees what TensorFlow's C++ code
 writes as well as Python's; a thread copies each line to the real stderr unless the same line (digits
-and hex ids aside) already appeared :data:`BURST` times in the last :data:`WINDOW_SECONDS`. What was
-held back is summed up in one line when the window ends and on close.
+and hex ids aside) already appeared :data:`BURST` times. Past that, a line is counted, not copied: one
+summary with the count is written each time the count reaches a power of ten, and one on close. A flood
+of ``n`` copies of a line therefore leaves at most ``BURST + log10(n) + 1`` lines in the log, however long
+it lasts and however slowly the machine runs.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
+import sys
 import threading
-import time
 from collections.abc import Callable
 
 from .hints import Scanner
 
 BURST = 5
-"""Copies of one line kept per window."""
-WINDOW_SECONDS = 60.0
+"""Copies of one line kept in full."""
+MAX_SHAPES = 10_000
+"""Distinct lines counted; lines of further shapes are copied uncounted (memory stays bounded)."""
 _VARIABLE = re.compile(r"0x[0-9a-fA-F]+|\d+")
 
 
@@ -29,40 +33,50 @@ def shape(line: str) -> str:
     return _VARIABLE.sub("#", line.strip())[:300]
 
 
-class RateLimiter:
-    """Decides which lines to keep; pure apart from the clock it is given."""
+def summary(held: int, line: str, *, final: bool = True) -> str:
+    so_far = "" if final else " so far"
+    return f"[tfps] {held} more line(s) like this one were not logged{so_far}: {line.strip()[:300]}\n"
 
-    def __init__(self, burst: int = BURST, window: float = WINDOW_SECONDS, clock: Callable[[], float] = time.monotonic):
-        self.burst, self.window, self.clock = burst, window, clock
+
+def most_lines(copies: int, burst: int = BURST) -> int:
+    """The most lines the limiter writes for ``copies`` copies of one line (summaries included)."""
+    held = max(0, copies - burst)
+    return min(copies, burst) + (int(math.log10(held)) + 1 if held else 0)
+
+
+class RateLimiter:
+    """Decides which lines to keep; pure (no clock: the bound depends on counts only)."""
+
+    def __init__(self, burst: int = BURST, max_shapes: int = MAX_SHAPES) -> None:
+        self.burst, self.max_shapes = burst, max_shapes
         self.counts: dict[str, int] = {}
         self.held: dict[str, tuple[int, str]] = {}
-        self.started = clock()
+        """Per shape: copies not logged so far and the newest of them, until the next summary."""
 
     def feed(self, line: str) -> list[str]:
-        """The lines to write for one input line: itself or nothing, after any summaries that are due."""
-        out = self._roll() if self.clock() - self.started >= self.window else []
+        """The lines to write for one input line: itself, a summary of its shape's count, or nothing."""
         key = shape(line)
-        n = self.counts.get(key, 0) + 1
-        self.counts[key] = n
+        if key not in self.counts and len(self.counts) >= self.max_shapes:
+            return [line]
+        n = self.counts[key] = self.counts.get(key, 0) + 1
         if n <= self.burst:
-            out.append(line)
-        else:
-            held, _ = self.held.get(key, (0, line))
-            self.held[key] = (held + 1, line)
-        return out
+            return [line]
+        held = n - self.burst
+        if _power_of_ten(held):
+            self.held.pop(key, None)
+            return [summary(held, line, final=False)]
+        self.held[key] = (held, line)
+        return []
 
     def close(self) -> list[str]:
-        return self._roll()
-
-    def _roll(self) -> list[str]:
-        out = [
-            f"[tfps] {n} more line(s) like this one were not logged: {line.strip()[:300]}\n"
-            for n, line in self.held.values()
-        ]
-        self.counts.clear()
+        """Summaries of every shape whose count changed since its last summary."""
+        out = [summary(held, line) for held, line in self.held.values()]
         self.held.clear()
-        self.started = self.clock()
         return out
+
+
+def _power_of_ten(n: int) -> bool:
+    return n >= 10 and str(n).rstrip("0") == "1"
 
 
 class StderrFilter:
@@ -74,6 +88,7 @@ class StderrFilter:
         self.on_fatal = on_fatal
         self.scanner = Scanner()
         self.kept = self.dropped = 0
+        self._closed = False
         self._real = os.dup(2)
         read, write = os.pipe()
         os.dup2(write, 2)
@@ -109,25 +124,32 @@ class StderrFilter:
         self._write(self.limiter.close())
 
     def close(self, timeout: float = 5.0, *, run_failed: bool = False) -> None:
-        """Put the real stderr back and write what is left (the summaries). Idempotent.
+        """Stop filtering and write what is left (the summaries). Idempotent.
 
-        With ``run_failed``, Python's logging is switched off first: TensorFlow's background threads (the
-        coordinator logging each closure it cannot run) go on until the process exits, and past this point
-        nothing would rate-limit them."""
+        Normally the real stderr goes back on fd 2. With ``run_failed`` the run's end is decided while
+        TensorFlow's background threads (the coordinator logging each closure it cannot run, gRPC) go on
+        writing until the process exits: fd 2 then goes to /dev/null, Python's logging is switched off, and
+        ``sys.stderr`` writes to the real stderr through a descriptor of its own, so that the failure
+        reported next is the log's last line, however long the process takes to exit."""
         if run_failed:
             logging.disable(logging.CRITICAL)
-        if self._real < 0:
+        if self._closed:
             return
-        import sys
-
+        self._closed = True
         try:
             sys.stderr.flush()
         except (OSError, ValueError):
             pass
-        os.dup2(self._real, 2)  # the pipe's last writer is gone: the pump sees its end
+        if run_failed:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 2)  # the pipe's last writer is gone: the pump sees its end
+            os.close(devnull)
+            sys.stderr = open(os.dup(self._real), "w", buffering=1, errors="backslashreplace")  # noqa: SIM115
+        else:
+            os.dup2(self._real, 2)
         self._thread.join(timeout)
-        os.close(self._real)
-        self._real = -1
+        if not self._thread.is_alive():  # else it may still write there: the descriptor stays open
+            os.close(self._real)
 
     def hint(self, extra: str = "") -> str:
         """``hint: ...`` for the most telling failure seen (or in ``extra``), else ""."""
