@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.tf, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.tf, pytest.mark.timeout(600)]  # a safety net: minutes per run on a loaded machine
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 TFPS = [sys.executable, "-c", "import sys; from tfps_operator.tools.cli import main; sys.exit(main())", "run"]
@@ -97,7 +97,7 @@ def start(job: Path, work: Path) -> tuple[subprocess.Popen, Path, Path]:
     return proc, out, err
 
 
-def finish(proc: subprocess.Popen, out: Path, err: Path, root: Path, started: float, timeout: float = 240) -> Run:
+def finish(proc: subprocess.Popen, out: Path, err: Path, root: Path, started: float, timeout: float = 420) -> Run:
     try:
         proc.wait(timeout=timeout)
     finally:

@@ -17,7 +17,7 @@ import yaml
 
 from support.local_procs import tfps_run
 
-pytestmark = [pytest.mark.tf, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.tf, pytest.mark.timeout(900)]  # two restarts of every TF process: ~1 min each when loaded
 
 STEPS = 3000
 JOB = {
@@ -45,7 +45,7 @@ def test_a_job_resized_2_to_4_to_1_workers_and_to_2_ps_trains_on_with_a_continuo
     job = tmp_path / "elastic.yaml"
     job.write_text(yaml.safe_dump(JOB))
     work = tmp_path / "work"
-    proc = tfps_run(job, work, "--resize", "600=4", "--resize", "1500=1", "--resize", "2200=1:2", timeout=400)
+    proc = tfps_run(job, work, "--resize", "600=4", "--resize", "1500=1", "--resize", "2200=1:2", timeout=840)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     resized = re.findall(r"resized \((Live|Restart)\): workers (\d) → (\d), ps (\d) → (\d)", out)

@@ -167,7 +167,9 @@ class Cluster:
     def condition(self, name: str, type_: str) -> dict[str, Any] | None:
         return next((c for c in self.status(name).get("conditions", []) if c["type"] == type_), None)
 
-    def wait_phase(self, name: str, phase: str, timeout: float = 30) -> dict[str, Any]:
+    # The default timeouts below are safety nets: an operator pass, the scheduler and kwok take seconds on a
+    # loaded machine against a slow API server; a test that waits on a timer of its own passes a longer one.
+    def wait_phase(self, name: str, phase: str, timeout: float = 60) -> dict[str, Any]:
         return self.wait_until(
             lambda: (s := self.status(name)).get("phase") == phase and s,
             timeout=timeout,
@@ -183,7 +185,7 @@ class Cluster:
     def trainer_pods(self, job: str) -> dict[str, dict[str, Any]]:
         return self.pods(f"tfps.dev/job-name={job},tfps.dev/replica-type")
 
-    def wait_pods_running(self, job: str, names: list[str], timeout: float = 30) -> dict[str, dict[str, Any]]:
+    def wait_pods_running(self, job: str, names: list[str], timeout: float = 60) -> dict[str, dict[str, Any]]:
         def ok() -> Any:
             pods = self.trainer_pods(job)
             live = {n: p for n, p in pods.items() if not p["metadata"].get("deletionTimestamp")}

@@ -185,12 +185,16 @@ def test_a_closed_write_gate_sends_nothing_but_the_lease_may_still_be_written(ku
             await client.close()
 
     asyncio.run(scenario())
-    time.sleep(1)  # the audit log is written as the requests complete
-    sent = sorted(
-        (w["objectRef"].get("resource"), w["objectRef"].get("name"))
-        for w in _writes(cluster.bin.parent / "logs" / "audit.log", kube.ns)
-        if w.get("userAgent", "").endswith(f"/{agent}")
-    )
-    assert sent == [("configmaps", "open"), ("leases", "gate-test")], sent
+
+    def sent() -> list[tuple[str, str]]:
+        return sorted(
+            (w["objectRef"].get("resource"), w["objectRef"].get("name"))
+            for w in _writes(cluster.bin.parent / "logs" / "audit.log", kube.ns)
+            if w.get("userAgent", "").endswith(f"/{agent}")
+        )
+
+    # the audit log is written as the requests complete: until the Lease's create, the last write sent, is in it
+    kube.wait_until(lambda: ("leases", "gate-test") in sent(), timeout=30, what="the Lease's create in the audit log")
+    assert sent() == [("configmaps", "open"), ("leases", "gate-test")], sent()
     names = [cm.metadata.name for cm in kube.core.list_namespaced_config_map(kube.ns).items]
     assert "open" in names and "closed" not in names

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 
 import pytest
 from operator_harness import KWOK_HANDS_OFF, job_body
@@ -171,12 +172,20 @@ def test_a_worker_only_job_restarts_every_worker_on_one_failure_and_succeeds_wit
     kube.wait_until(lambda: sorted(kube.trainer_pods("w")) == ["w-worker-0"], timeout=20, what="worker 1 deleted")
 
 
+ACTIVE_DEADLINE = 15
+"""Long enough that the job is seen Running before it runs out, however slowly the pods come up: the clock
+starts at the job's first pass (status.startTime), not when it becomes Running."""
+
+
 def test_active_deadline_fails_the_job_by_timer(kube, operator):
-    kube.create_job(job_body("j", run_policy={"activeDeadlineSeconds": 4}))
+    kube.create_job(job_body("j", run_policy={"activeDeadlineSeconds": ACTIVE_DEADLINE}))
     kube.wait_phase("j", "Running")
-    st = kube.wait_phase("j", "Failed", timeout=20)
+    st = kube.wait_phase("j", "Failed", timeout=ACTIVE_DEADLINE + 30)
     assert kube.condition("j", "Failed")["reason"] == "DeadlineExceeded"
     assert st["completionTime"]
+    # not before the deadline (both stamps in whole seconds)
+    started, completed = (datetime.fromisoformat(st[k].replace("Z", "+00:00")) for k in ("startTime", "completionTime"))
+    assert (completed - started).total_seconds() >= ACTIVE_DEADLINE - 1, st
     kube.wait_until(lambda: not kube.trainer_pods("j"), timeout=20, what="pods deleted")
 
 

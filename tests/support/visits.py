@@ -63,8 +63,10 @@ def checkpoint_steps(log: Path) -> list[int]:
     return [int(s) for s in re.findall(r"checkpoint step (\d+) ->", text)]
 
 
-def wait_for(what: str, condition: Callable[[], bool], proc: subprocess.Popen, timeout: float = 120) -> None:
-    """Poll ``condition`` until it holds; fail if ``tfps run`` ends first or ``timeout`` passes."""
+def wait_for(what: str, condition: Callable[[], bool], proc: subprocess.Popen, timeout: float = 300) -> None:
+    """Poll ``condition`` until it holds; fail if ``tfps run`` ends first or ``timeout`` passes. Each wait
+    may span a restart of TensorFlow processes (about a minute each on a loaded 2-core machine) and a few
+    hundred steps: the timeout is a safety net several times that."""
     deadline = time.monotonic() + timeout
     while not condition():
         if proc.poll() is not None:

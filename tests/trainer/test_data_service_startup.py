@@ -57,6 +57,10 @@ def test_data_workers_that_cannot_register_fail_with_the_reason_and_the_chief_na
     with cluster, hung:
         for role, index in [("dispatcher", 0), ("dataworker", 0), ("dataworker", 1), ("ps", 0), ("worker", 0)]:
             cluster.start(role, index)
+        # The chief waits TIMEOUT for these too: up before it starts, however long their TensorFlow import takes
+        # beside the others', so that the chief fails on the data workers, not on a server still starting.
+        for role in ("dispatcher", "ps", "worker"):
+            cluster.wait_listening(role)
         started = time.monotonic()
         cluster.start("chief", 0)
         unreachable = cluster.wait("dataworker", 0, timeout=180)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -144,9 +145,10 @@ class LocalCluster:
         return "\n".join(text.splitlines()[-lines:])
 
     def status(self, role: str = "chief") -> dict[str, Any] | None:
+        """The role's /status; None while nothing listens. A busy machine may take seconds to answer."""
         url = f"http://127.0.0.1:{self.progress_ports[role]}/status"
         try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
+            with urllib.request.urlopen(url, timeout=15) as resp:
                 return json.loads(resp.read())
         except OSError:
             return None
@@ -154,10 +156,24 @@ class LocalCluster:
     def metrics_text(self, role: str = "chief") -> str | None:
         url = f"http://127.0.0.1:{self.progress_ports[role]}/metrics"
         try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
+            with urllib.request.urlopen(url, timeout=15) as resp:
                 return resp.read().decode()
         except OSError:
             return None
+
+    def wait_listening(self, role: str, index: int = 0, timeout: float = 180) -> None:
+        """Until the process's TF_CONFIG port accepts connections (TensorFlow imported, its server started)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            proc = self.procs[(role, index)]
+            if proc.poll() is not None:
+                raise AssertionError(f"{role}/{index} exited ({proc.returncode}):\n{self.tail(role, index)}")
+            try:
+                socket.create_connection(("127.0.0.1", self.ports[(role, index)]), timeout=2).close()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError(f"{role}/{index} not listening after {timeout}s:\n{self.tail(role, index)}")
 
     def wait_for_step(self, step: int, timeout: float = 120, role: str = "chief") -> dict[str, Any]:
         return self.wait_for_status(lambda snap: snap["step"] >= step, f"step {step}", timeout, role)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
+from collections.abc import Callable
 from typing import Any
 
 from support.operator_helpers import UID
@@ -452,6 +454,14 @@ def test_an_exceeded_quota_is_no_refusal_the_create_retries_it():
     assert is_refusal(422, "x") and is_refusal(400, "x") and not is_refusal(409, "x") and not is_refusal(504, "x")
 
 
+async def until(condition: Callable[[], object], timeout: float = 30) -> None:
+    """Yield to the event loop until ``condition()`` holds; fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout}s"
+        await asyncio.sleep(0.01)
+
+
 def test_the_pool_reconciles_a_watched_job_once_per_burst_and_forgets_a_deleted_one():
     kube = RecordingKube(job_body())
     controller = Controller(kube, SETTINGS)  # type: ignore[arg-type]
@@ -466,10 +476,8 @@ def test_the_pool_reconciles_a_watched_job_once_per_burst_and_forgets_a_deleted_
         await asyncio.sleep(0.05)
         assert not kube.calls  # no worker starts before the informers are synced
         synced.set()
-        for _ in range(200):
-            await asyncio.sleep(0.01)
-            if controller.queue.delayed():  # the pass is over: its next look is scheduled
-                break
+        # the pass is over once its next look is scheduled (a safety net, not a bound: a loaded machine is slow)
+        await until(lambda: controller.queue.delayed())
         assert "team-a/mnist" in controller.jobs
         assert [c for c in kube.calls if c[1] == "Pod"]  # its children created
         assert ("PATCH", "status", "mnist") in kube.calls and controller.queue.delayed() == 1
@@ -477,8 +485,9 @@ def test_the_pool_reconciles_a_watched_job_once_per_burst_and_forgets_a_deleted_
         controller.child_event("team-a", "mnist", "Pod/mnist-ps-0", "uid-mnist-ps-0", changed=False)
         assert len(controller.queue) == 0  # an event that changes no record queues nothing
         controller.job_event("DELETED", job_body())
-        await asyncio.sleep(controller.settings.settle_seconds + 0.1)
-        assert "team-a/mnist" not in controller.jobs and controller.queue.delayed() == 0
+        await asyncio.sleep(controller.settings.settle_seconds)  # its pass is not due before
+        await until(lambda: "team-a/mnist" not in controller.jobs)
+        assert controller.queue.delayed() == 0
         assert len(kube.calls) == calls  # nothing sent for a deleted job
         controller.queue.shut_down()
         await pool
