@@ -36,14 +36,15 @@ lint: venv
 	$(BIN)/mypy || rc=$$?; \
 	exit $$rc
 
-# Everything: lint, then two test runs: the TensorFlow tier (real PS/worker/chief processes) inside a
-# loopback-only network namespace, then the unit and cluster tiers against hack/cluster. Each tier's tools
-# are installed by `hack/tools TIER` (once per version, into ~/.cache/tfps; Debian packages with apt-get)
-# in the background from the start: nothing can be installed inside the namespace, so the TF tier waits
-# for its tools (fake-gcs-server, Chromium; nice 5, ahead of the control plane) before entering it; the
-# control plane (nice 10, below the tests) builds beside the venv and the TF tier. All three always run
-# (a lint finding does not hide a test failure); the target fails if any fails. `>> time:` lines give
-# each part.
+# Everything: lint, then two test runs side by side: the TensorFlow tier (real PS/worker/chief processes)
+# inside a loopback-only network namespace, and, once the control plane is built and up, the unit and
+# cluster tiers against hack/cluster. Each tier's tools are installed by `hack/tools TIER` (once per
+# version, into ~/.cache/tfps; Debian packages with apt-get) in the background from the start: nothing can be
+# installed inside the namespace, so the TF tier waits for its tools (fake-gcs-server, Chromium; nice 5,
+# ahead of the control plane) before entering it; the control plane (nice 10, below the tests) builds beside
+# the venv and the TF tier. The TF tier's output goes to $(BUILD_LOGS)/tf-tier.log and is shown when both
+# tiers are done. Everything always runs (a lint finding does not hide a test failure); the target fails if
+# anything fails. `>> time:` lines give each part.
 BUILD_LOGS := $(or $(TFPS_CLUSTER_DIR),.cluster)
 test:
 	rc=0; t0=$$SECONDS; \
@@ -56,10 +57,14 @@ test:
 	timed venv $(MAKE) --no-print-directory venv || exit $$?; \
 	timed lint $(MAKE) --no-print-directory lint || rc=$$?; \
 	tools_ready $$tf_tools tf || exit 1; \
-	timed "TF tier" hack/netns-run $(BIN)/pytest -m "tf and not cluster" $(PYTEST_ARGS) || rc=$$?; \
-	tools_ready $$cluster_tools cluster || exit 1; \
-	timed "cluster up" hack/cluster up || exit $$?; \
-	timed "unit and cluster tiers" $(BIN)/pytest -m "not tf and not slow and not realnode" $(PYTEST_ARGS) || rc=$$?; \
+	echo ">> TF tier started $$((SECONDS - t0)) s after the start (its output: $(BUILD_LOGS)/tf-tier.log, shown at the end)"; \
+	timed "TF tier" hack/netns-run $(BIN)/pytest -m "tf and not cluster" $(PYTEST_ARGS) >$(BUILD_LOGS)/tf-tier.log 2>&1 & tf_tier=$$!; \
+	if tools_ready $$cluster_tools cluster && timed "cluster up" hack/cluster up; then \
+	  echo ">> unit and cluster tiers started $$((SECONDS - t0)) s after the start"; \
+	  timed "unit and cluster tiers" $(BIN)/pytest -m "not tf and not slow and not realnode" $(PYTEST_ARGS) || rc=$$?; \
+	else rc=1; fi; \
+	wait $$tf_tier || rc=$$?; \
+	echo ">> the TF tier's output ($(BUILD_LOGS)/tf-tier.log):"; cat $(BUILD_LOGS)/tf-tier.log; \
 	echo ">> time: make test $$((SECONDS - t0)) s"; \
 	exit $$rc
 
@@ -88,6 +93,25 @@ chaos: venv
 .PHONY: test-cold
 test-cold:
 	hack/cold-root
+
+# Slow machines (tests/README.md, "Slow machines"): the TF tier, then the unit and cluster tiers with the
+# control plane, each under a CPU quota (hack/contend: SLOW_CPUS of this machine's CPUs, default 1, half of
+# it, as the TF tier gets beside a cold build). A test that depends on the machine's speed fails here; run it
+# whenever a test with a timeout, a sleep or a count changes. SLOW_TIERS=tf or cluster runs one tier.
+SLOW_CPUS ?= 1
+SLOW_TIERS ?= tf cluster
+.PHONY: test-slow
+test-slow: venv
+	rc=0; \
+	if [[ " $(SLOW_TIERS) " == *" tf "* ]]; then \
+	  hack/tools tf >/dev/null || exit 1; \
+	  hack/contend --cpus $(SLOW_CPUS) -- hack/netns-run $(BIN)/pytest -m "tf and not cluster" $(PYTEST_ARGS) || rc=$$?; \
+	fi; \
+	if [[ " $(SLOW_TIERS) " == *" cluster "* ]]; then \
+	  hack/cluster up || exit 1; \
+	  hack/contend --cpus $(SLOW_CPUS) --cluster -- $(BIN)/pytest -m "not tf and not slow and not realnode" $(PYTEST_ARGS) || rc=$$?; \
+	fi; \
+	exit $$rc
 
 .PHONY: test-realnode
 REALNODE_MARK ?= realnode and not slow
