@@ -49,15 +49,22 @@ run_build() {
 }
 
 # build_k8s: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd (the version
-# k8s.io/kubernetes itself pins) in ONE go build so shared packages compile once.
+# k8s.io/kubernetes itself pins), helm and kwok (patched: hack/lib/kwok-uid-delete.patch) in ONE module and
+# ONE go build, so that the packages they share (client-go, apimachinery, apiserver, cli-runtime, kubectl's)
+# compile once (11,327 Go files; built apart, the three compiled 19,367, helm and kwok each their own copy of
+# the client libraries). Kueue and scheduler-plugins cannot join (hack/README.md says why). Every
+# module Kubernetes uses stays at the version Kubernetes pins (a replace per module): the control plane is
+# built as released, and helm and kwok build against those versions (both already use k8s.io v0.36-v0.37).
+# Each binary goes to its own cache directory (k8s/, helm/, kwok/), keyed by its own version.
 build_k8s() {
-  local dir="$TFPS_CACHE/k8s/$K8S_VERSION" mod
-  [[ -f $dir/bin/.complete ]] && return 0
-  require_network "Kubernetes $K8S_VERSION (built from the Go module proxy)" "$BUILD_FIX" || return 1
-  lock_build "$dir"; [[ -f $dir/bin/.complete ]] && return 0
-  log "building Kubernetes $K8S_VERSION + etcd into $dir/bin (once per version; this takes a while)"
+  local dir="$TFPS_CACHE/k8s/$K8S_VERSION" helm_dir="$TFPS_CACHE/helm/$HELM_VERSION" kwok_dir="$TFPS_CACHE/kwok/$KWOK_BUILD" mod
+  k8s_helm_kwok_built() { [[ -f $dir/bin/.complete && -f $helm_dir/bin/.complete && -f $kwok_dir/bin/.complete ]]; }
+  k8s_helm_kwok_built && return 0
+  require_network "Kubernetes $K8S_VERSION, helm and kwok (built from the Go module proxy)" "$BUILD_FIX" || return 1
+  lock_build "$dir"; k8s_helm_kwok_built && return 0
+  log "building Kubernetes $K8S_VERSION + etcd, helm $HELM_VERSION and kwok $KWOK_BUILD (once per version; this takes a while)"
   mkdir -p "$dir" && rm -rf "$dir"/wrapper.* && mod=$(mktemp -d "$dir/wrapper.XXXXXX")
-  local logf="$dir/build.log" kgomod minor etcdv t0=$SECONDS
+  local logf="$dir/build.log" kgomod minor etcdv kwok_src t0=$SECONDS
   : >"$logf"
   kgomod=$(go_mod_file "k8s.io/kubernetes@$K8S_VERSION") || { echo "!! cannot fetch k8s.io/kubernetes@$K8S_VERSION" >&2; return 1; }
   minor=${K8S_VERSION#v1.}; minor="v0.$minor"
@@ -101,22 +108,46 @@ import (
 )
 GO
   log "  wrapper module $mod: $(grep -c '=> k8s.io/' "$mod/go.mod") staging replaces read from k8s.io/kubernetes go.mod; etcd $etcdv"
+  ( cd "$mod" && run_build "k8s (go mod tidy)" "$logf" go mod tidy ) || return 1
+  # Pin every module Kubernetes resolved to, then add helm and the patched kwok (a copy in the wrapper).
+  kwok_src=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error","no Dir")))') \
+    || { echo "!! cannot fetch sigs.k8s.io/kwok@$KWOK_VERSION from the module proxy" >&2; return 1; }
+  cp -r "$kwok_src" "$mod/kwok" && chmod -R u+w "$mod/kwok"
+  ( cd "$mod/kwok" && run_build "kwok (patch kwok-uid-delete.patch)" "$logf" patch -p1 -i "$BUILD_LIB/kwok-uid-delete.patch" ) || return 1
+  ( cd "$mod" && go list -m -f '{{if not .Main}}{{if not .Replace}}{{.Path}}={{.Path}}@{{.Version}}{{end}}{{end}}' all ) >"$mod/pins" || return 1
+  ( cd "$mod" && xargs -a pins -I{} go mod edit -replace={} && go mod edit -replace=sigs.k8s.io/kwok=./kwok \
+      -require="helm.sh/helm/v4@$HELM_VERSION" -require="sigs.k8s.io/kwok@$KWOK_VERSION" ) || return 1
+  printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "helm.sh/helm/v4/cmd/helm"\n\t_ "sigs.k8s.io/kwok/cmd/kwok"\n)\n' >"$mod/tools_more.go"
+  log "  $(wc -l <"$mod/pins") modules pinned to Kubernetes' versions; helm $HELM_VERSION and kwok $KWOK_BUILD added"
+  # -e: a test of a dependency (never built here) may import a package the pinned versions lack
+  ( cd "$mod" && run_build "helm and kwok (go mod tidy)" "$logf" go mod tidy -e ) || return 1
   local vpkg ld maj=1 min=${K8S_VERSION#v1.}; min=${min%%.*}
   ld="-s -w"
   for vpkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld+=" -X $vpkg.gitVersion=$K8S_VERSION -X $vpkg.gitMajor=$maj -X $vpkg.gitMinor=$min -X $vpkg.gitTreeState=clean -X $vpkg.buildDate=1970-01-01T00:00:00Z"
   done
   ld+=" -X go.etcd.io/etcd/api/v3/version.GitSHA=tfps"
-  ( cd "$mod" && run_build "k8s (go mod tidy)" "$logf" go mod tidy ) || return 1
-  log "  go build kube-apiserver kube-controller-manager kube-scheduler kubectl etcd (log: $logf)"
-  ( cd "$mod" && run_build "k8s (go build)" "$logf" go build -trimpath -ldflags="$ld" -o "$mod/out/" \
+  ld+=" -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
+  log "  go build kube-apiserver kube-controller-manager kube-scheduler kubectl etcd helm kwok (log: $logf)"
+  ( cd "$mod" && run_build "k8s, helm and kwok (go build)" "$logf" go build -trimpath -ldflags="$ld" -o "$mod/out/" \
       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./cmd/etcd ) || return 1
-  rm -rf "${dir:?}/bin" && mv "$mod/out" "$dir/bin"
-  echo "k8s.io/kubernetes $K8S_VERSION; go.etcd.io/etcd/server/v3 $etcdv; $(go version)" >"$dir/bin/VERSIONS"
+      k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./cmd/etcd \
+      helm.sh/helm/v4/cmd/helm sigs.k8s.io/kwok/cmd/kwok ) || return 1
+  local go_version; go_version=$(go version)
+  place_bins "$helm_dir" "helm.sh/helm/v4 $HELM_VERSION (with Kubernetes $K8S_VERSION's pins); $go_version" "$mod/out/helm" || return 1
+  place_bins "$kwok_dir" "sigs.k8s.io/kwok $KWOK_BUILD (with Kubernetes $K8S_VERSION's pins); $go_version" "$mod/out/kwok" || return 1
+  place_bins "$dir" "k8s.io/kubernetes $K8S_VERSION; go.etcd.io/etcd/server/v3 $etcdv; $go_version" "$mod"/out/* || return 1
   rm -rf "$mod"
-  touch "$dir/bin/.complete"
-  log "  built Kubernetes $K8S_VERSION + etcd $etcdv in $((SECONDS - t0))s"
+  log "  built Kubernetes $K8S_VERSION + etcd $etcdv, helm $HELM_VERSION and kwok $KWOK_BUILD in $((SECONDS - t0))s"
+}
+
+# place_bins DIR VERSIONS BINARY...: DIR/bin holds exactly these binaries, VERSIONS and a .complete marker.
+place_bins() {
+  local dir=$1 versions=$2; shift 2
+  rm -rf "${dir:?}/bin.new" && mkdir -p "$dir/bin.new" && mv "$@" "$dir/bin.new/" || return 1
+  echo "$versions" >"$dir/bin.new/VERSIONS"
+  touch "$dir/bin.new/.complete"
+  rm -rf "${dir:?}/bin" && mv "$dir/bin.new" "$dir/bin"
 }
 
 # build_simple COMPONENT MODULE VERSION PKG LDFLAGS: one Go command from its own module, own pins.
@@ -146,11 +177,9 @@ build_simple() {
 # REPLACES: space-separated MODULE=MODULE@VERSION added to that go.mod (a pin the proxy does not serve).
 # KEEP: space-separated SRC=DEST: directories of that module's source (CRDs, RBAC, webhook manifests of that
 # very version) kept under the cache directory next to bin/.
-# BUILD_TAG (optional): the cache directory's name instead of VERSION (a patched build); BUILD_PATCH
-# (optional): a `patch -p1` file applied to the module's source before the build.
 build_module_main() {
   local comp=$1 module=$2 ver=$3 extra_ld=$4 replaces=$5 keep=$6 r k; shift 6
-  local dir="$TFPS_CACHE/$comp/${BUILD_TAG:-$ver}" src mod logf t0=$SECONDS
+  local dir="$TFPS_CACHE/$comp/$ver" src mod logf t0=$SECONDS
   [[ -f $dir/bin/.complete ]] && return 0
   require_network "$comp $ver (built from the Go module proxy)" "$BUILD_FIX" || return 1
   lock_build "$dir"; [[ -f $dir/bin/.complete ]] && return 0
@@ -159,9 +188,6 @@ build_module_main() {
   src=$(go mod download -json "$module@$ver" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error","no Dir")))') \
     || { echo "!! cannot fetch $module@$ver from the module proxy" >&2; return 1; }
   cp -r "$src/." "$mod/" && chmod -R u+w "$mod"
-  if [[ -n ${BUILD_PATCH:-} ]]; then
-    ( cd "$mod" && run_build "$comp (patch $(basename "$BUILD_PATCH"))" "$logf" patch -p1 -i "$BUILD_PATCH" ) || return 1
-  fi
   for r in $replaces; do ( cd "$mod" && go mod edit -replace="$r" ) || return 1; done
   ( cd "$mod" && run_build "$comp (go build)" "$logf" go build -mod=mod -trimpath -ldflags="-s -w $extra_ld" -o "$mod/out/" "$@" ) || return 1
   rm -rf "${dir:?}/bin" && mv "$mod/out" "$dir/bin"
@@ -205,14 +231,8 @@ kueue_manifests_json() {
 
 build_all() {
   command -v go >/dev/null || die "go is not installed (need a Go toolchain >= 1.26 to build the control plane)"
-  build_k8s || die "build of Kubernetes $K8S_VERSION failed (see above)"
-  # kwok, patched: a pod-delete stage deletes only the pod it was queued for (hack/lib/kwok-uid-delete.patch)
-  BUILD_TAG=$KWOK_BUILD BUILD_PATCH=$BUILD_LIB/kwok-uid-delete.patch build_module_main kwok sigs.k8s.io/kwok \
-    "$KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" "" "" ./cmd/kwok \
-    || die "build of kwok $KWOK_BUILD failed (see above)"
+  build_k8s || die "build of Kubernetes $K8S_VERSION, helm $HELM_VERSION and kwok $KWOK_BUILD failed (see above)"
   kwok_stages || die "could not assemble kwok's default stages for $KWOK_VERSION"
-  build_simple helm helm.sh/helm/v4 "$HELM_VERSION" helm.sh/helm/v4/cmd/helm \
-    "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" || die "build of helm $HELM_VERSION failed (see above)"
   # The gang scheduler: scheduler-plugins' kube-scheduler with the Coscheduling plugin, and its
   # controller (PodGroup status: phase, scheduled/running counts).
   build_module_main scheduler-plugins sigs.k8s.io/scheduler-plugins "$SCHED_PLUGINS_VERSION" \
