@@ -43,9 +43,11 @@ lint: venv
 # installed inside the namespace, so the TF tier waits for its tools (fake-gcs-server, Chromium; nice 5,
 # ahead of the control plane) before entering it; the control plane (nice 10, below the tests) builds beside
 # the venv and the TF tier. The TF tier's output goes to $(BUILD_LOGS)/tf-tier.log and is shown when both
-# tiers are done. Everything always runs (a lint finding does not hide a test failure); the target fails if
-# anything fails. `>> time:` lines give each part.
+# tiers are done. CLUSTER_SUITES names more targets that use the control plane (.ci/run: soak chaos), run
+# after the cluster tiers, still beside the TF tier. Everything always runs (a lint finding does not hide a
+# test failure); the target fails if anything fails. `>> time:` lines give each part.
 BUILD_LOGS := $(or $(TFPS_CLUSTER_DIR),.cluster)
+CLUSTER_SUITES ?=
 test:
 	rc=0; t0=$$SECONDS; \
 	timed() { local what=$$1 t=$$SECONDS r=0; shift; "$$@" || r=$$?; echo ">> time: $$what $$((SECONDS - t)) s (exit $$r)"; return $$r; }; \
@@ -62,6 +64,7 @@ test:
 	if tools_ready $$cluster_tools cluster && timed "cluster up" hack/cluster up; then \
 	  echo ">> unit and cluster tiers started $$((SECONDS - t0)) s after the start"; \
 	  timed "unit and cluster tiers" $(BIN)/pytest -m "not tf and not slow and not realnode" $(PYTEST_ARGS) || rc=$$?; \
+	  for suite in $(CLUSTER_SUITES); do timed "$$suite" $(MAKE) --no-print-directory $$suite || rc=$$?; done; \
 	else rc=1; fi; \
 	wait $$tf_tier || rc=$$?; \
 	echo ">> the TF tier's output ($(BUILD_LOGS)/tf-tier.log):"; cat $(BUILD_LOGS)/tf-tier.log; \
