@@ -63,12 +63,25 @@ test:
 	timed "TF tier" hack/netns-run $(BIN)/pytest -m "tf and not cluster" $(PYTEST_ARGS) >$(BUILD_LOGS)/tf-tier.log 2>&1 & tf_tier=$$!; \
 	if tools_ready $$cluster_tools cluster && timed "cluster up" hack/cluster up; then \
 	  echo ">> unit and cluster tiers started $$((SECONDS - t0)) s after the start"; \
-	  timed "unit and cluster tiers" $(BIN)/pytest -m "not tf and not slow and not realnode" $(PYTEST_ARGS) || rc=$$?; \
+	  timed "unit and cluster tiers" $(MAKE) --no-print-directory tiers || rc=$$?; \
 	  for suite in $(CLUSTER_SUITES); do timed "$$suite" $(MAKE) --no-print-directory $$suite || rc=$$?; done; \
 	else rc=1; fi; \
 	wait $$tf_tier || rc=$$?; \
 	echo ">> the TF tier's output ($(BUILD_LOGS)/tf-tier.log):"; cat $(BUILD_LOGS)/tf-tier.log; \
 	echo ">> time: make test $$((SECONDS - t0)) s"; \
+	exit $$rc
+
+# The unit and cluster tiers against hack/cluster (up, or brought up by the first test that needs it), in two
+# passes (tests/README.md, "Parallel runs"): every test but the `serial` ones on TEST_WORKERS pytest-xdist
+# workers, then the `serial` tests alone. A pass that PYTEST_ARGS leaves without a test (pytest's exit 5) is no
+# failure. TEST_WORKERS=0: the first pass in one process too.
+TIERS_MARK := not tf and not slow and not realnode
+TEST_WORKERS ?= 3
+.PHONY: tiers
+tiers: venv
+	rc=0; \
+	$(BIN)/pytest -m "$(TIERS_MARK) and not serial" -n $(TEST_WORKERS) $(PYTEST_ARGS) || { r=$$?; (( r == 5 )) || rc=$$r; }; \
+	$(BIN)/pytest -m "$(TIERS_MARK) and serial" $(PYTEST_ARGS) || { r=$$?; (( r == 5 )) || rc=$$r; }; \
 	exit $$rc
 
 # The operator crash soak (20 SIGKILLs across job lifecycles, 2-3 minutes on a quiet machine). Its own

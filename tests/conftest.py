@@ -6,7 +6,8 @@ Fixture names are a contract other test modules rely on:
 * ``kubeconfig`` (session): the admin kubeconfig path as ``str``.
 * ``k8s`` (session): a ``kubernetes.client.ApiClient`` for that kubeconfig.
 * ``kubectl`` (session): ``kubectl(*args, input=None, check=True, timeout=60)`` with the cached binary.
-* ``namespace`` (function): a fresh namespace ``t-<test>-<rand>``, deleted (without waiting) afterwards.
+* ``namespace`` (function): a fresh namespace ``t-<test>-<rand>`` (``t-<test>-w<N><rand>`` on pytest-xdist
+  worker gw<N>), deleted (without waiting) afterwards.
 * ``make_namespace`` (function): ``make_namespace(labels=None) -> name`` for extra or labelled namespaces.
 * ``wait_until`` (session): ``wait_until(fn, timeout=..., interval=..., what=...)`` polls until ``fn()`` is truthy.
 
@@ -150,9 +151,12 @@ def wait_until() -> Callable[..., Any]:
 
 
 def _namespace_name(nodeid: str) -> str:
+    """``t-<test>-<rand>``; under pytest-xdist ``t-<test>-w<N><rand>``: no two workers make the same name."""
+    from support.parallel import worker_tag
+
     test = re.sub(r"[^a-z0-9]+", "-", nodeid.split("::")[-1].lower()).strip("-")
     test = test.removeprefix("test-")[:40].strip("-") or "x"
-    return f"t-{test}-{secrets.token_hex(3)}"
+    return f"t-{test}-{worker_tag()}{secrets.token_hex(3)}"
 
 
 @pytest.fixture
@@ -169,9 +173,15 @@ def make_namespace(request: pytest.FixtureRequest, k8s: Any) -> Iterator[Callabl
     made: list[str] = []
 
     def make(labels: dict[str, str] | None = None) -> str:
-        name = _namespace_name(request.node.nodeid)
-        meta = client.V1ObjectMeta(name=name, labels={"tfps.dev/test": "true", **(labels or {})})
-        core.create_namespace(client.V1Namespace(metadata=meta))
+        for attempt in range(3):
+            name = _namespace_name(request.node.nodeid)
+            meta = client.V1ObjectMeta(name=name, labels={"tfps.dev/test": "true", **(labels or {})})
+            try:
+                core.create_namespace(client.V1Namespace(metadata=meta))
+                break
+            except ApiException as e:  # 409: the name is taken (an earlier run's namespace still Terminating)
+                if e.status != 409 or attempt == 2:
+                    raise
         made.append(name)
 
         def default_sa() -> bool:

@@ -23,8 +23,10 @@ def api_namespace(k8s: Any, psjob_crd: dict[str, Any]) -> Iterator[str]:
     """A namespace for one module's jobs (no pods run here, so no need to wait for a ServiceAccount)."""
     from kubernetes import client
 
+    from support.parallel import worker_tag
+
     core = client.CoreV1Api(k8s)
-    name = f"t-api-{secrets.token_hex(3)}"
+    name = f"t-api-{worker_tag()}{secrets.token_hex(3)}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"tfps.dev/test": "true"})))
     yield name
     core.delete_namespace(name, propagation_policy="Background", grace_period_seconds=0)

@@ -97,6 +97,9 @@ def test_writing_the_deprecated_version_warns(api_namespace: str, kubectl: Any) 
     kubectl("-n", api_namespace, "delete", "psjob", "warned", "--wait=false")
 
 
+# Alone (tests/README.md, "Parallel runs"): it swaps the shared CRD's storage version, and `tfps migrate-storage`
+# rewrites every job in every namespace and narrows storedVersions, which other tests' jobs would change under it.
+@pytest.mark.serial
 def test_migrate_storage_rewrites_what_the_older_storage_version_wrote(
     objs: Any, api_namespace: str, kubeconfig: str
 ) -> None:

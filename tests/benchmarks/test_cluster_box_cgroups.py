@@ -19,7 +19,9 @@ sys.path.insert(0, str(BENCH))
 import cluster_box as cb  # noqa: E402
 
 REASON = cb.unavailable_reason()
-pytestmark = pytest.mark.skipif(REASON is not None, reason=f"cgroups not writable here: {REASON}")
+# Alone (tests/README.md, "Parallel runs"): it overcommits every CPU of the machine on purpose for seconds,
+# which would starve the timing-bound tests running beside it.
+pytestmark = [pytest.mark.skipif(REASON is not None, reason=f"cgroups not writable here: {REASON}"), pytest.mark.serial]
 
 
 def _left_behind(box: cb.ClusterBox) -> list[Path]:

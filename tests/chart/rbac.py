@@ -102,13 +102,21 @@ def token_kubeconfig(cluster: Any, namespace: str, service_account: str, path: P
     return path
 
 
+def release_name() -> str:
+    """A fresh release name; its ClusterRole and ClusterRoleBinding are named after it, so under pytest-xdist
+    it carries the worker's tag too (tests/support/parallel.py)."""
+    from support.parallel import worker_tag
+
+    return f"tfps-{worker_tag()}{secrets.token_hex(3)}"
+
+
 @contextmanager
 def helm_install(
     helm: str, cluster: Any, namespace: str, sets: list[str] = (), release: str | None = None
 ) -> Iterator[Installed]:
     """`helm install` the chart (admin credentials: installing RBAC needs them), yield the install with
     a token kubeconfig of its ServiceAccount, `helm uninstall` afterwards (ClusterRoles included)."""
-    release = release or f"tfps-{secrets.token_hex(3)}"
+    release = release or release_name()
     kc = ["--kubeconfig", str(cluster.kubeconfig)]
     run([helm, "install", release, str(CHART), "-n", namespace, *kc, *[a for s in sets for a in ("--set", s)]])
     try:

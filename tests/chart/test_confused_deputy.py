@@ -10,7 +10,6 @@ operator stands between the author and such a pod."""
 
 from __future__ import annotations
 
-import secrets
 import sys
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 
 from .helpers import ROOT
-from .rbac import helm_install, token_kubeconfig
+from .rbac import helm_install, release_name, token_kubeconfig
 
 sys.path.insert(0, str(ROOT / "tests" / "operator"))
 from operator_harness import Cluster, OperatorProcess, job_body
@@ -94,7 +93,7 @@ def test_a_user_who_may_not_create_pods_cannot_obtain_a_host_root_pod_through_a_
     author_kc = _author(cluster, k8s, [strict, relaxed], tmp_path)
     author_api = config.new_client_from_config(config_file=str(author_kc))
     author = {ns: Cluster(author_api, ns, wait_until) for ns in (strict, relaxed)}
-    release = f"tfps-{secrets.token_hex(3)}"
+    release = release_name()
     try:
         sets = [f"watchNamespaces={{{strict},{relaxed}}}", f"jobPodSecurity.relaxedNamespaces={{{relaxed}}}"]
         with helm_install(helm, cluster, release_ns, sets=sets, release=release) as inst:

@@ -34,7 +34,10 @@ from support.upgrade.history import OLDER, extract
 
 from .helpers import CHART, ROOT, objects, one, run
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
+# Alone (tests/README.md, "Parallel runs"): it asserts that the shared CRD's resourceVersion does not change
+# through install, upgrade, rollback and uninstall, which any other test's `helm install` (Helm 4 applies crds/)
+# or CRD apply could change meanwhile.
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240), pytest.mark.serial]
 
 CRD = "pstrainingjobs.tfps.dev"
 CRD_FILE = "crds/pstrainingjobs.tfps.dev.yaml"

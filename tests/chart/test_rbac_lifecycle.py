@@ -254,6 +254,7 @@ def test_kueue_rules_suffice_for_a_queued_job(helm, cluster, k8s, make_namespace
                 pass
 
 
+@pytest.mark.serial  # alone: KServe's CRDs installed and removed (tests/README.md, "Parallel runs")
 def test_serving_rules_suffice_to_create_and_roll_forward_an_inference_service(
     helm, cluster, k8s, make_namespace, wait_until, tmp_path: Path
 ):

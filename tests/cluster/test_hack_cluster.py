@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from support.parallel import free_ports
+
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,17 +45,6 @@ PORT_VARS = [
     "TFPS_KUEUE_METRICS_PORT",
     "TFPS_KUEUE_HEALTH_PORT",
 ]
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _listening(port: int) -> bool:
@@ -88,7 +79,8 @@ class Scratch:
 
 @pytest.fixture
 def scratch(tmp_path: Path) -> Iterator[Scratch]:
-    sc = Scratch(tmp_path / "cluster", dict(zip(PORT_VARS, _free_ports(len(PORT_VARS)))))
+    # below the ephemeral range and apart from other pytest-xdist workers' picks (tests/support/parallel.py)
+    sc = Scratch(tmp_path / "cluster", dict(zip(PORT_VARS, free_ports(len(PORT_VARS)))))
     yield sc
     sc.run("down")
 

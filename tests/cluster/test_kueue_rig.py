@@ -18,6 +18,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from support.parallel import worker_tag
+
 pytestmark = pytest.mark.cluster
 
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
@@ -44,7 +46,7 @@ class Queues:
     """A ResourceFlavor, a ClusterQueue (cpu quota on that flavor, every namespace) and a LocalQueue."""
 
     def __init__(self, api: client.CustomObjectsApi, namespace: str, cpu: str, preemption: dict | None) -> None:
-        suffix = secrets.token_hex(3)
+        suffix = f"{worker_tag()}{secrets.token_hex(3)}"  # cluster-scoped names: apart across xdist workers
         self.api, self.namespace = api, namespace
         self.flavor, self.cq, self.lq = f"t-flavor-{suffix}", f"t-cq-{suffix}", "team"
         self.priority_classes: list[str] = []
@@ -95,7 +97,7 @@ class Queues:
         )
 
     def priority_class(self, value: int) -> str:
-        name = f"t-prio-{value}-{secrets.token_hex(3)}"
+        name = f"t-prio-{value}-{worker_tag()}{secrets.token_hex(3)}"
         self.api.create_cluster_custom_object(
             GROUP,
             VERSION,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 
 from support import kueue
+from support.parallel import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 TFPS = Path(sys.executable).with_name("tfps")
@@ -28,9 +28,9 @@ GROUP, VERSION, PLURAL = "tfps.dev", "v1beta1", "pstrainingjobs"
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port for a listener a test starts; none that another pytest-xdist worker may pick."""
+    (port,) = free_ports(1)
+    return port
 
 
 class OperatorProcess:
@@ -50,7 +50,7 @@ class OperatorProcess:
         self.health_port = self.metrics_port = 0
 
     def start(self, timeout: float = 60) -> OperatorProcess:
-        self.health_port, self.metrics_port = free_port(), free_port()
+        self.health_port, self.metrics_port = free_ports(2)
         env = {k: v for k, v in os.environ.items() if not k.startswith("TFPS_") and k != "KUBERNETES_SERVICE_HOST"}
         env.update(
             {

@@ -19,7 +19,9 @@ from serving_steps import export_ok, serving_condition, train
 
 from tfps_wire.export_result import ExportFailed, encode
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+# Alone (tests/README.md, "Parallel runs"): `hack/kserve up` and `down` (a module fixture) install and remove
+# KServe's CRDs, webhooks and controller, which the other KServe tests need there or gone.
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300), pytest.mark.serial]
 
 HACK_KSERVE = str(REPO / "hack" / "kserve")
 ISVC_LABEL = "serving.kserve.io/inferenceservice"

@@ -14,7 +14,9 @@ from serving_steps import export_ok, serving_condition, train
 from support import kserve
 from tfps_wire.export_result import ExportFailed, encode
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
+# Alone (tests/README.md, "Parallel runs"): they install and remove KServe's cluster-scoped CRDs (and with them
+# every InferenceService), which the other KServe tests need there or gone.
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240), pytest.mark.serial]
 
 
 def _served_job(job: str, **serving: Any) -> dict[str, Any]:

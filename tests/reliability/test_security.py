@@ -254,8 +254,10 @@ def restricted_namespace(k8s: Any) -> Any:
 
     from kubernetes import client
 
+    from support.parallel import worker_tag
+
     core = client.CoreV1Api(k8s)
-    name = f"t-restricted-{secrets.token_hex(3)}"
+    name = f"t-restricted-{worker_tag()}{secrets.token_hex(3)}"
     core.create_namespace(
         {
             "metadata": {

@@ -4,7 +4,9 @@
 file, which a unit test keeps equal to ``tfps crd``) with its own field manager, forcing conflicts,
 then waits until the CRD is Established and the resource is served. Safe to call from several test
 modules and sessions: an unchanged CRD is a no-op apply; a changed one is updated in place. The CRD
-is cluster-scoped and never deleted here (deleting it would delete every test's jobs).
+is cluster-scoped and never deleted here (deleting it would delete every test's jobs). Several processes
+(pytest-xdist workers) may apply it at the same moment: the API server retries an apply over a concurrent
+write itself, and a 409 that still reaches us is retried here.
 """
 
 from __future__ import annotations
@@ -35,13 +37,21 @@ def install_crd(kubeconfig: str, timeout: float = 60, manifest: dict[str, Any] |
     api_client = config.new_client_from_config(config_file=kubeconfig)
     try:
         ext = client.ApiextensionsV1Api(api_client)
-        ext.patch_custom_resource_definition(  # a dict body is sent as JSON, which is valid YAML
-            name,
-            manifest,
-            field_manager=FIELD_MANAGER,
-            force=True,
-            _content_type="application/apply-patch+yaml",
-        )
+        for attempt in range(5):
+            try:
+                ext.patch_custom_resource_definition(  # a dict body is sent as JSON, which is valid YAML
+                    name,
+                    manifest,
+                    field_manager=FIELD_MANAGER,
+                    force=True,
+                    _content_type="application/apply-patch+yaml",
+                )
+                break
+            except ApiException as e:
+                # Several pytest-xdist workers apply it at once: a 409 (a create raced by another's) is retried.
+                if e.status != 409 or attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
         group, versions = manifest["spec"]["group"], [v["name"] for v in manifest["spec"]["versions"]]
         plural = manifest["spec"]["names"]["plural"]
         deadline = time.monotonic() + timeout

@@ -31,4 +31,8 @@ def test_every_folder_of_tests_unit_is_a_folder_of_the_source():
 
 
 def test_only_the_layout_wide_checks_sit_at_the_top():
-    assert sorted(p.name for p in UNIT.glob("*.py")) == ["test_package_walls.py", "test_tests_layout.py"]
+    assert sorted(p.name for p in UNIT.glob("*.py")) == [
+        "test_package_walls.py",
+        "test_parallel_runs.py",
+        "test_tests_layout.py",
+    ]
