@@ -109,6 +109,19 @@ class OperatorProcess:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
             return r.read().decode()
 
+    def wait_metrics(self, *lines: str, timeout: float = 30) -> str:
+        """``/metrics`` once it holds every one of ``lines``. The operator records a pass's metrics after
+        the pass's status, children and Events are written, so what a test saw of those may not be there yet."""
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.metrics()
+            missing = [line for line in lines if line not in text]
+            if not missing:
+                return text
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"not on /metrics after {timeout}s: {missing}\n{text[-3000:]}")
+            time.sleep(0.2)
+
     def samples(self, name: str) -> list[tuple[dict[str, str], float]]:
         """The (labels, value) samples of ``name`` on ``/metrics``, parsed by prometheus_client."""
         from prometheus_client.parser import text_string_to_metric_families

@@ -105,8 +105,9 @@ def test_submit_get_wait_and_the_cli_tables(client, kube, operator, cli):
     assert re.search(r"^Running\s+True\s", out, re.M), out  # the Running condition
     # the operator's per-job series, as the chart's dashboard queries them
     ids = f'job_namespace="{kube.ns}",phase="Running",pstrainingjob="j"'
-    kube.wait_until(lambda: f"tfps_job_phase{{{ids}}} 1.0" in operator.metrics(), timeout=15, what="tfps_job_phase")
-    assert f'tfps_job_target_steps{{job_namespace="{kube.ns}",pstrainingjob="j"}} 10.0' in operator.metrics()
+    operator.wait_metrics(
+        f"tfps_job_phase{{{ids}}} 1.0", f'tfps_job_target_steps{{job_namespace="{kube.ns}",pstrainingjob="j"}} 10.0'
+    )
     kids = {(k.kind, k.name) for k in client.children("j")}
     assert {("Pod", p) for p in TRAINERS} | {("Service", "j")} <= kids
 
@@ -232,9 +233,12 @@ def test_artifacts_without_an_export_exit_6(client, kube, operator, cli):
 
 def test_artifacts_table_and_a_download_that_cannot_exec_leaves_no_pod(client, kube, operator, cli, tmp_path):
     _exported(kube, client)
-    text = operator.metrics()
-    for fmt, result in (("savedmodel", "passed"), ("onnx", "passed"), ("tflite", "failed")):
-        assert f'tfps_export_artifacts_total{{format="{fmt}",result="{result}"}} 1.0' in text, text[-3000:]
+    operator.wait_metrics(
+        *(
+            f'tfps_export_artifacts_total{{format="{fmt}",result="{result}"}} 1.0'
+            for fmt, result in (("savedmodel", "passed"), ("onnx", "passed"), ("tflite", "failed"))
+        )
+    )
     code, out, _ = cli("artifacts", "j")
     assert code == 0
     assert "export of step 10 at exports/10" in out

@@ -79,9 +79,9 @@ def test_apply_creates_pods_service_and_network_policy_with_tf_config(kube, oper
     running = kube.condition("j", "Running")
     assert running["status"] == "True" and running["observedGeneration"] == job["metadata"]["generation"]
     kube.wait_until(lambda: {"Accepted", "Running"} <= kube.event_reasons("j"), timeout=10, what="events")
-    metrics = operator.metrics()
-    assert 'tfps_jobs{phase="Running"} 1.0' in metrics
-    assert "tfps_reconcile_total" in metrics and "tfps_reconcile_duration_seconds_count" in metrics
+    operator.wait_metrics(
+        'tfps_jobs{phase="Running"} 1.0', "tfps_reconcile_total", "tfps_reconcile_duration_seconds_count"
+    )
 
 
 def test_worker_failure_recreates_the_same_worker_and_leaves_the_ps_alone(kube, operator):
@@ -101,7 +101,7 @@ def test_worker_failure_recreates_the_same_worker_and_leaves_the_ps_alone(kube, 
     st = kube.status("j")
     assert st["restarts"] == 0 and st["phase"] == "Running"
     kube.wait_until(lambda: "WorkerRestarted" in kube.event_reasons("j"), timeout=10, what="WorkerRestarted event")
-    assert 'tfps_pod_restarts_total{role="worker"} 1.0' in operator.metrics()
+    operator.wait_metrics('tfps_pod_restarts_total{role="worker"} 1.0')
 
     # It fails again at once: crash-loop backoff keeps the failed pod (and its logs) ~10 s first.
     kube.finish_pod("j-worker-1", "Failed", 1, "worker OOM again")

@@ -134,8 +134,7 @@ def test_an_elastic_job_runs_without_a_worker_that_cannot_be_scheduled_and_grows
     assert st["clusterSize"]["worker"] == 4 and st["workersLeftOut"] == 1 and st["reason"] == "WorkersPending"
     assert st["workers"] == "4/4 (want 5)" and "WorkersLeftOut" in kube.event_reasons("e")
     kube.wait_until(lambda: "e-worker-4" in kube.trainer_pods("e"), timeout=20, what="a standby pod in its place")
-    metrics = operator.metrics()
-    assert f'tfps_job_workers_left_out{{job_namespace="{kube.ns}",pstrainingjob="e"}} 1.0' in metrics
+    operator.wait_metrics(f'tfps_job_workers_left_out{{job_namespace="{kube.ns}",pstrainingjob="e"}} 1.0')
 
     node = pool["nodes"][0]  # room for one more pod: the standby worker runs, the job grows back to 5
     room = {"cpu": "4", "memory": "8Gi", "pods": "20"}
