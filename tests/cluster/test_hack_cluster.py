@@ -86,11 +86,12 @@ def scratch(tmp_path: Path) -> Iterator[Scratch]:
 
 
 def _alive(pid: int) -> bool:
+    """Running, not a zombie. A process reaped between two looks is gone, whichever look saw it go."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
 
 
 def test_up_status_down_and_recovery_from_a_killed_run(scratch: Scratch) -> None:
