@@ -39,27 +39,33 @@ def listener_range(range_file: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int] |
     return (max(1024, low // 2), low - 1) if low > 2048 else None
 
 
-def free_ports(n: int, host: str = HOST) -> list[int]:
+def free_ports(n: int, host: str = HOST, share: tuple[int, int] = (0, 1)) -> list[int]:
     """``n`` distinct ports that were bindable on ``host`` (all held open together, then released),
-    outside the ephemeral range when it is known."""
+    outside the ephemeral range when it is known. ``share`` ``(index, count)``: only ports whose number
+    modulo ``count`` is ``index`` (processes picking with different shares never pick the same port)."""
     span = listener_range()
     with ExitStack() as stack:
         ports: list[int] = []
         for _ in range(n):
             s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            _bind_listener(s, host, span)
+            _bind_listener(s, host, span, share)
             ports.append(s.getsockname()[1])
         return ports
 
 
-def _bind_listener(s: socket.socket, host: str, span: tuple[int, int] | None) -> None:
+def _bind_listener(s: socket.socket, host: str, span: tuple[int, int] | None, share: tuple[int, int] = (0, 1)) -> None:
     """Bind ``s`` to a random free port in ``span``; to any port the kernel gives when there is no
     known span or nothing in it was free after ``ATTEMPTS`` tries."""
     if span is not None:
         rng = random.SystemRandom()
+        index, count = share
         for _ in range(ATTEMPTS):
+            port = rng.randint(*span)
+            port += (index - port) % count  # the next port of this share
+            if port > span[1]:
+                continue
             try:
-                s.bind((host, rng.randint(*span)))
+                s.bind((host, port))
                 return
             except OSError:
                 continue
