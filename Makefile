@@ -40,10 +40,12 @@ lint: venv
 # inside a loopback-only network namespace, and, once the control plane is built and up, the unit and
 # cluster tiers against hack/cluster. Each tier's tools are installed by `hack/tools TIER` (once per
 # version, into ~/.cache/tfps; Debian packages with apt-get) in the background from the start: nothing can be
-# installed inside the namespace, so the TF tier waits for its tools (fake-gcs-server, Chromium; nice 5,
-# ahead of the control plane) before entering it; the control plane (nice 10, below the tests) builds beside
-# the venv and the TF tier. The TF tier's output goes to $(BUILD_LOGS)/tf-tier.log and is shown when both
-# tiers are done. CLUSTER_SUITES names more targets that use the control plane (.ci/run: soak chaos), run
+# installed inside the namespace, so the TF tier waits for its tools (fake-gcs-server, Chromium; nice 5)
+# before entering it. The control plane builds beside the venv and the TF tier; the build and the TF tier
+# each run in a cgroup of CPU weight 100 (hack/contend --weight), so that each gets at least half the machine
+# while both are busy, and all of it when the other waits: the build is what the cluster tiers wait for, and
+# the TF tier, alone on the TF side, has the time the cluster tiers spend waiting on the API server. The TF
+# tier's output goes to $(BUILD_LOGS)/tf-tier.log and is shown when both tiers are done. CLUSTER_SUITES names more targets that use the control plane (.ci/run: soak chaos), run
 # after the cluster tiers, still beside the TF tier. Everything always runs (a lint finding does not hide a
 # test failure); the target fails if anything fails. `>> time:` lines give each part.
 BUILD_LOGS := $(or $(TFPS_CLUSTER_DIR),.cluster)
@@ -55,12 +57,12 @@ test:
 	  grep '^>> time:' $(BUILD_LOGS)/tools-$$2.log; echo ">> time: $$2 tools ready $$((SECONDS - t0)) s after the start"; }; \
 	mkdir -p $(BUILD_LOGS); \
 	nice -n 5 hack/tools tf >$(BUILD_LOGS)/tools-tf.log 2>&1 & tf_tools=$$!; \
-	nice -n 10 hack/tools cluster >$(BUILD_LOGS)/tools-cluster.log 2>&1 & cluster_tools=$$!; \
+	hack/contend --weight 100 -- hack/tools cluster >$(BUILD_LOGS)/tools-cluster.log 2>&1 & cluster_tools=$$!; \
 	timed venv $(MAKE) --no-print-directory venv || exit $$?; \
 	timed lint $(MAKE) --no-print-directory lint || rc=$$?; \
 	tools_ready $$tf_tools tf || exit 1; \
 	echo ">> TF tier started $$((SECONDS - t0)) s after the start (its output: $(BUILD_LOGS)/tf-tier.log, shown at the end)"; \
-	timed "TF tier" hack/netns-run $(BIN)/pytest -m "tf and not cluster" $(PYTEST_ARGS) >$(BUILD_LOGS)/tf-tier.log 2>&1 & tf_tier=$$!; \
+	timed "TF tier" hack/contend --weight 100 -- hack/netns-run $(BIN)/pytest -m "tf and not cluster" $(PYTEST_ARGS) >$(BUILD_LOGS)/tf-tier.log 2>&1 & tf_tier=$$!; \
 	if tools_ready $$cluster_tools cluster && timed "cluster up" hack/cluster up; then \
 	  echo ">> unit and cluster tiers started $$((SECONDS - t0)) s after the start"; \
 	  timed "unit and cluster tiers" $(MAKE) --no-print-directory tiers || rc=$$?; \

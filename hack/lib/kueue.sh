@@ -11,7 +11,7 @@
 # Only the webhooks on kueue.x-k8s.io are installed: pods, batch Jobs and other kinds never wait on Kueue.
 # Sourced by hack/cluster (expects its variables and helpers).
 
-KUEUE_DIR="$TFPS_CACHE/kueue/$KUEUE_VERSION"
+KUEUE_DIR="$TFPS_CACHE/kueue/$KUEUE_BUILD"
 # Kueue reads its metrics serving cert from this fixed path when its internal cert management is off
 # (cmd/kueue/main.go); the process gets a private mount namespace with the state's cert dir bound there.
 KUEUE_METRICS_CERT_PATH=/etc/kueue/metrics/certs
