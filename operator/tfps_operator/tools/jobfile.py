@@ -74,6 +74,13 @@ def _one_document(path: Path) -> Any:
     return jobs[0]
 
 
+def companion_documents(path: str | Path) -> list[dict[str, Any]]:
+    """The job file's documents other than the PSTrainingJob (ConfigMaps and Secrets its volumes name, for
+    ``tfps run``); the file was read by :func:`load_job` first, so it parses."""
+    docs = yaml.safe_load_all(Path(path).read_text(encoding="utf-8"))
+    return [d for d in docs if isinstance(d, dict) and d.get("kind") not in (None, "PSTrainingJob")]
+
+
 def refusal_text(exc: InvalidJob) -> str:
     """The refusal for a terminal: the file's own problem on one line, or each field and its reason."""
     if all(not e.path for e in exc.errors):

@@ -21,13 +21,16 @@ from tfps_wire.storage_check import PERMANENT, StorageProblem
 from tfps_wire.storage_check import check as check_storage
 from tfps_wire.uri import is_uri
 
-from ...api.models import ClusterSize, PSTrainingJob
+from ...api.models import ClusterSize, PSTrainingJob, replica_field
 from ...manifests.jobsettings import job_settings
 from ..client.errors import InvalidJob
-from ..jobfile import load_job, refusal_text
+from ..jobfile import companion_documents, load_job, refusal_text
 from .export import ExportOutcome, artifact_rows, notes_lines, run_export
 from .progress_display import Display, Status, make_display
+from .sandbox import probe as probe_namespaces
 from .supervisor import LocalJob, Supervisor
+from .volumes import VolumeRefusal
+from .volumes import plan as plan_volumes
 
 DEFAULT_WORKDIR = "tfps-work"
 EXIT_FAILED = 1
@@ -70,7 +73,21 @@ def local_job_from_args(args: argparse.Namespace) -> LocalJob:
         code_dir = None
     settings = job_settings(job, mount_path=str(workdir), code_dir=str(code_dir) if code_dir else None)
     local_root = str(workdir / job.metadata.namespace / job.metadata.name) if job.spec.storage.uri else None
-    return LocalJob(job=job, settings=settings, local_root=local_root)
+    local_job = LocalJob(job=job, settings=settings, local_root=local_root)
+    try:
+        volumes = plan_volumes(job, companion_documents(args.file), workdir, local_job.root, str(args.file))
+    except VolumeRefusal as exc:
+        raise InvalidInput(f"{args.file}: {exc}") from None
+    if volumes and (why := probe_namespaces()) is not None:
+        roles = ", ".join(f"spec.replicas.{replica_field(r)}" for r in volumes)
+        raise InvalidInput(
+            f"{args.file}: {roles}: the pods mount volumes, which tfps run gives each process at their mount "
+            f"paths in a mount namespace of its own, and this machine cannot make one ({why}). Run tfps run as "
+            "root, or allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 where it "
+            "exists, user.max_user_namespaces > 0); or drop the template's volumeMounts and point the program's "
+            "flags at directories of the work directory"
+        )
+    return dataclasses.replace(local_job, volumes=volumes)
 
 
 def resizes_from_args(job: PSTrainingJob, given: list[str] | None) -> list[tuple[int, ClusterSize]]:

@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,10 +45,14 @@ class Child:
     popen: subprocess.Popen | None = field(default=None, repr=False)
     started_at: float = 0.0
     starts: int = 0
+    prepare: Callable[[], None] | None = field(default=None, repr=False)
+    """Called before each start (a pod's volumes, made afresh for each incarnation)."""
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.termination_log.unlink(missing_ok=True)
+        if self.prepare is not None:
+            self.prepare()
         self.starts += 1
         with open(self.log_path, "ab") as log:
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")

@@ -17,9 +17,11 @@ the lead stops and saves, then every process restarts at the new size from that 
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,6 +48,9 @@ from ...strategies import of as strategy_of
 from .ports import HOST, free_ports, looks_like_port_in_use
 from .procs import Child, stop_all
 from .progress_display import Display, Status, fetch_status
+from .sandbox import prepare as prepare_namespace
+from .sandbox import wrap as in_namespace
+from .volumes import LOCAL_DIR, RoleVolumes
 
 START_ORDER: tuple[Role, ...] = ("dispatcher", "dataworker", "ps", "worker", "evaluator", "chief")
 """Servers first, the chief (which connects to them) last. Failures are also examined in this order
@@ -79,6 +84,9 @@ class LocalJob:
     """Where logs go when the job's files are in object storage (``<workdir>/<namespace>/<job>``)."""
     trainer: tuple[str, ...] = (sys.executable, "-m", "tfps_trainer")
     exporter: tuple[str, ...] = (sys.executable, "-m", "tfps_trainer.export")
+    volumes: Mapping[Role, RoleVolumes] = field(default_factory=dict)
+    """The roles whose pods mount volumes, and how (:mod:`.volumes`): their processes run in mount
+    namespaces of their own (:mod:`.sandbox`)."""
 
     @property
     def root(self) -> Path:
@@ -122,6 +130,16 @@ class LocalJob:
         term = self.logs / f"{name}.termination-log"
         env = {**env, TERMINATION_LOG_ENV: str(term)}
         return Child(name=name, argv=argv, env=env, log_path=self.logs / f"{name}.log", termination_log=term)
+
+    def task_child(self, task: Task, env: dict[str, str]) -> Child:
+        """A trainer process; with its pod's volumes at their mount paths when its role mounts any."""
+        volumes = self.volumes.get(task.role)
+        if volumes is None:
+            return self.child(task.name, list(self.trainer), env)
+        local_dir = self.root / LOCAL_DIR
+        child = self.child(task.name, in_namespace(list(self.trainer), volumes, task.name, local_dir), env)
+        child.prepare = functools.partial(prepare_namespace, volumes, task.name, local_dir)
+        return child
 
 
 @dataclass(frozen=True)
@@ -223,9 +241,7 @@ class Supervisor:
         for task in self.local_job.tasks:
             if task in kept:
                 continue
-            fresh = self.local_job.child(
-                task.name, list(self.local_job.trainer), task_env(self.local_job, self._ports, task)
-            )
+            fresh = self.local_job.task_child(task, task_env(self.local_job, self._ports, task))
             child = self.children.setdefault(task, fresh)
             child.env = fresh.env  # new ports on a restart; same Child keeps its log and start count
             child.start()
