@@ -146,6 +146,23 @@ def test_program_that_exits_2_at_once_fails_with_its_own_reason(tmp_path: Path) 
     assert not (tmp_path / "work" / "default" / "exits2" / "exports").exists()
 
 
+def test_a_module_missing_at_import_fails_in_one_attempt_with_the_hint(tmp_path: Path) -> None:
+    """A program importing a package the image lacks: every attempt fails the same way, so none is retried
+    (backoffLimit 3 would restart every replica three times), and the hint names the module."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "smoke.py").write_text("import json\nimport retrying\n\nprint(json.dumps({'ok': True}))\n")
+    job = script_job(tmp_path, "noimport", ["python", "smoke.py"], runPolicy={"backoffLimit": 3})
+    res = tfps_run(job, tmp_path / "work", "--code", str(code), timeout=240)
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert "exit code 9 (ProgramCannotRun, permanent)); a permanent error, not retried" in res.stderr, out
+    assert "restarting the job" not in out and "recreating" not in out, out
+    assert "missing-module: retrying" in res.stderr and "pip install retrying" in res.stderr, res.stderr
+    logs = tmp_path / "work" / "default" / "noimport" / "logs"
+    assert all(log.read_text().count("start #") == 1 for log in logs.glob("*.log")), [p.name for p in logs.iterdir()]
+
+
 def test_command_that_does_not_exist_is_named(tmp_path: Path) -> None:
     job = script_job(tmp_path, "nocmd", ["no-such-program-tfps", "--flag"], runPolicy={"backoffLimit": 0})
     res = tfps_run(job, tmp_path / "work", timeout=240)

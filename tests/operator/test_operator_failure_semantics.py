@@ -9,6 +9,11 @@ from datetime import datetime, timedelta
 import pytest
 from operator_harness import Cluster, job_body
 
+from tfps_trainer.script.startup import classify
+from tfps_trainer.script.wrapper import cannot_run
+from tfps_wire import exitcodes
+from tfps_wire.termination import termination_line
+
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
 TRAINERS = ["j-chief-0", "j-ps-0", "j-worker-0", "j-worker-1"]
@@ -103,6 +108,35 @@ def test_a_permanent_exit_code_fails_the_job_at_once_with_the_termination_messag
     assert st["restarts"] == 0 and failed["reason"] == "InvalidModel", failed
     assert "exit code 3 (InvalidModel, permanent)" in failed["message"]
     assert 'File "/app/model.py", line 12' in failed["message"] and "build_model() raised KeyError" in failed["message"]
+
+
+def test_a_program_that_cannot_run_fails_the_job_from_a_worker_without_a_recreation(kube, operator):
+    """A worker of a parameter-server job is recreated alone on a retryable failure; a program that cannot
+    run (here: a module missing at import, as the script-mode wrapper reports it) fails the job at once."""
+    kube.create_job(job_body("j", run_policy={"backoffLimit": 3}))
+    kube.wait_pods_running("j", TRAINERS)
+    kube.wait_phase("j", "Running")
+    argv = ["python", "/code/train.py", "--log_dir=/train/logs"]
+    failure = classify(
+        [
+            "Traceback (most recent call last):",
+            '  File "/code/train.py", line 3, in <module>',
+            "    import retrying",
+            "ModuleNotFoundError: No module named 'retrying'",
+        ],
+        argv,
+        1,
+    )
+    assert failure is not None
+    kube.finish_pod(
+        "j-worker-1", "Failed", exitcodes.CANNOT_RUN, termination_line("worker/1", cannot_run(argv, 1, failure).reason)
+    )
+    st = kube.wait_phase("j", "Failed", timeout=20)
+    failed = kube.condition("j", "Failed")
+    assert st["restarts"] == 0 and failed["reason"] == "ProgramCannotRun", failed
+    assert "exit code 9 (ProgramCannotRun, permanent)" in failed["message"]
+    assert "module 'retrying'" in failed["message"] and "--code" in failed["message"], failed
+    assert "j-worker-1" not in kube.status("j").get("recreations", {})
 
 
 def test_the_crash_loop_back_off_survives_an_operator_restart(kube, start_operator):

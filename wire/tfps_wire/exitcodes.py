@@ -42,6 +42,9 @@ INFRASTRUCTURE = 7
 INCOMPATIBLE = 8
 """Script mode: the program failed on a known, deterministic incompatibility (a Keras 2 program under
 Keras 3, say), recognised from its output; the reason keeps the program's own exit code and the hint."""
+CANNOT_RUN = 9
+"""Script mode: the program failed as every attempt would (a module it imports is missing, its source does not
+compile, it rejected its command line, a file its command line names is missing): no restart."""
 PREEMPTION_SAVED = 42
 """Script mode: TensorFlow's ``PreemptionCheckpointHandler`` (off GCP) saved a checkpoint on SIGTERM and exited
 with 42; a preemption like :data:`PREEMPTED`."""
@@ -98,6 +101,14 @@ TABLE: tuple[ExitCode, ...] = (
         "permanent",
         "script mode: the program failed on a known incompatibility its output shows (e.g. a Keras 2 program "
         "under Keras 3); the reason has its own exit code and a hint naming the fix",
+    ),
+    ExitCode(
+        CANNOT_RUN,
+        "ProgramCannotRun",
+        "permanent",
+        "script mode: the program failed as every attempt would: a module it imports is missing, its source does not "
+        "compile, it rejected its command line, or a file its command line names is missing; the reason names it "
+        "and how to provide it",
     ),
     ExitCode(
         PREEMPTION_SAVED,

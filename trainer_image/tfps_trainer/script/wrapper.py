@@ -5,7 +5,9 @@ streams its output line by line, keeps the last lines for the termination messag
 the classic failures (:mod:`tfps_trainer.hints`), and exits with the program's exit code
 (:func:`program_exit_code`), so the failure policy judges the program. A failure whose output shows a
 known deterministic incompatibility exits :data:`~tfps_wire.exitcodes.INCOMPATIBLE` instead (permanent:
-another attempt fails the same way); the reason keeps the program's own code and names the fix.
+another attempt fails the same way); the reason keeps the program's own code and names the fix. A program
+that fails as every attempt would before it trained (a missing module, a syntax error, a usage error, a
+missing file its command line names: :mod:`.startup`) exits :data:`~tfps_wire.exitcodes.CANNOT_RUN`.
 On the chief it serves the progress endpoint, fed by the checkpoints the program writes
 (:class:`.follow.CheckpointFollower`) and by :func:`tfps_trainer.script.report`.
 """
@@ -32,8 +34,11 @@ from ..hints import Hint, Scanner
 from .env import expand, program_env
 from .follow import CheckpointFollower
 from .progress_file import read_report
+from .startup import StartupFailure, classify
 
 TAIL_LINES = 20
+RECENT_LINES = 400
+"""Lines kept for :func:`.startup.classify`: the last traceback, however deep the imports that led to it."""
 POLL_SECONDS = 1.0
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -61,6 +66,15 @@ def describe_exit(argv: list[str], code: int, tail: list[str], hint: Hint | None
     )
 
 
+def cannot_run(argv: list[str], code: int, failure: StartupFailure) -> TrainerError:
+    """The permanent error of a program that failed as every attempt would: how it ended and the hint."""
+    how = f"exited with code {code}" if code < 128 else f"was killed by signal {code - 128}"
+    return TrainerError(
+        f"program {' '.join(argv)[:200]} {how} before it trained ({failure.kind}: {failure.subject}); {failure.hint}",
+        exitcodes.CANNOT_RUN,
+    )
+
+
 def failure_code(code: int, hint: Hint | None) -> int:
     """The code a failed program's replica exits with: ``code`` (:func:`program_exit_code`), or the code of
     the hint its output matched (INCOMPATIBLE, LOST_CLUSTER); a preemption stays a preemption."""
@@ -76,12 +90,14 @@ class _Output(threading.Thread):
         super().__init__(name="tfps-program-output", daemon=True)
         self.stream = stream
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.recent: collections.deque[str] = collections.deque(maxlen=RECENT_LINES)
         self.scanner = Scanner()
 
     def run(self) -> None:
         for raw in iter(self.stream.readline, b""):
             line = raw.decode(errors="replace")
             self.tail.append(line.rstrip("\n"))
+            self.recent.append(line.rstrip("\n"))
             self.scanner.feed(line)
             try:
                 sys.stdout.write(line)
@@ -135,6 +151,11 @@ class _LeadWatch(threading.Thread):
     def stop(self) -> None:
         self.stopped.set()
         self.once()  # the final checkpoint, written just before the program exited
+
+    @property
+    def trained(self) -> bool:
+        """Whether the program has shown training: a checkpoint or a progress report."""
+        return self.follower.latest is not None or self._reported is not None
 
 
 def _progress_file(settings: JobSettings, task: TaskConfig) -> str:
@@ -213,6 +234,11 @@ def run(task: TaskConfig, settings: JobSettings) -> int:
         if watch is not None:
             watch.stop()
         if code != exitcodes.OK:
+            startup = None
+            if code != exitcodes.PREEMPTED and not (watch is not None and watch.trained):
+                startup = classify(list(output.recent), argv, program_exit_code(returncode))
+            if startup is not None:
+                return _fail(role, progress, cannot_run(argv, program_exit_code(returncode), startup))
             hint = output.scanner.best() if code != exitcodes.PREEMPTED else None
             reason = describe_exit(argv, program_exit_code(returncode), list(output.tail), hint)
             if code == exitcodes.PREEMPTED:
