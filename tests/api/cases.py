@@ -767,6 +767,39 @@ INVALID: list[Case] = [
             ),
         )
     ],
+    # the program's own directories (spec.model.directories): script mode, under a mount of the lead
+    case(
+        "directories-without-command",
+        "spec.model.directories",
+        _set("spec.model.directories", {"checkpoints": "/train/ckpt"}),
+        why="a contract module's trainer writes to the job's volume",
+    ),
+    case(
+        "directories-relative",
+        "spec.model.directories.checkpoints",
+        _set("spec.model", {"command": ["python", "t.py"], "directories": {"checkpoints": "train/ckpt"}}),
+    ),
+    case(
+        "directories-dot-dot",
+        "spec.model.directories.savedModel",
+        _set("spec.model", {"command": ["python", "t.py"], "directories": {"savedModel": "/train/../etc"}}),
+    ),
+    case(
+        "directories-not-under-a-lead-mount",
+        "spec.model.directories.savedModel",
+        _set("spec.model", {"command": ["python", "t.py"], "directories": {"savedModel": "/train/model"}}),
+        _set(f"{WT}.volumes", [{"name": "train", "persistentVolumeClaim": {"claimName": "train"}}]),
+        _set(f"{WT}.volumeMounts", [{"name": "train", "mountPath": "/train"}]),
+        why="the chief leads a ParameterServer job: the worker's mounts are not the lead's",
+    ),
+    case(
+        "directories-beside-the-mount",
+        "spec.model.directories.tensorboard",
+        _set("spec.strategy", "MultiWorkerMirrored"),
+        _set("spec.model", {"command": ["python", "t.py"], "directories": {"tensorboard": "/trainlogs"}}),
+        _set(f"{WT}.volumes", [{"name": "train", "persistentVolumeClaim": {"claimName": "train"}}]),
+        _set(f"{WT}.volumeMounts", [{"name": "train", "mountPath": "/train"}]),
+    ),
 ]
 
 assert len({c.id for c in INVALID}) == len(INVALID), "case ids must be unique"

@@ -37,6 +37,24 @@ def test_invalid_manifest_is_rejected_naming_the_field(case: Case) -> None:
     assert case.path in paths, f"{case.id}: expected an error at {case.path}, got {info.value}"
 
 
+@pytest.mark.parametrize("lead", ["chief", "worker"])
+def test_program_directories_under_a_mount_of_the_lead_are_accepted(lead: str) -> None:
+    doc = base_job()
+    mount = {
+        "volumes": [{"name": "train", "persistentVolumeClaim": {"claimName": "train"}}],
+        "volumeMounts": [{"name": "train", "mountPath": "/train"}],
+    }
+    dirs = {"checkpoints": "/train/checkpoint", "savedModel": "/train/saved_model", "tensorboard": "/train"}
+    doc["spec"]["model"] = {"command": ["python", "keras_mnist.py"], "directories": dirs}
+    if lead == "worker":
+        doc["spec"]["strategy"] = "MultiWorkerMirrored"
+        doc["spec"]["replicas"]["worker"]["template"] = {"spec": mount}
+    else:
+        doc["spec"]["replicas"]["chief"] = {"replicas": 1, "template": {"spec": mount}}
+    job = validate_job(doc)
+    assert job.spec.model.directories is not None and job.spec.model.directories.saved_model == "/train/saved_model"
+
+
 def test_messages_read_like_the_api_servers() -> None:
     def errors(c: str) -> list[str]:
         (case,) = [x for x in INVALID if x.id == c]
@@ -51,6 +69,11 @@ def test_messages_read_like_the_api_servers() -> None:
     ]
     assert errors("unknown-spec-field") == ["spec.foo: unknown field"]
     assert errors("clean-pod-policy") == ["spec.runPolicy.cleanPodPolicy: must be one of 'All', 'Running' or 'None'"]
+    assert errors("directories-not-under-a-lead-mount") == [
+        "spec.model.directories.savedModel: must be at or under a volumeMount of the lead's template "
+        "(spec.replicas.chief, else spec.replicas.worker): tfps reads it from that volume (the export Job and tfps "
+        "tensorboard mount it read-only)"
+    ]
 
 
 def test_parsing_is_strict_like_the_api_server() -> None:

@@ -93,3 +93,56 @@ def test_a_program_writing_to_its_claim_mount_writes_under_the_work_directory(tm
         assert local.read_text() == name
     assert Path("/train/logs").exists() is host_before
     assert not Path("/scratch/mine").exists() and not Path("/etc/creds").exists()
+
+
+MWMS_FIT = Path(__file__).resolve().parent / "scripts" / "mwms_fit_tf_keras.py"
+
+
+def test_a_tfjob_program_saving_to_its_own_directories_is_followed_and_exported_from_there(tmp_path: Path) -> None:
+    """Kubeflow's MultiWorkerMirrored Keras example's shape: --checkpoint-dir and --model-dir on the claim it
+    mounts at /train. spec.model.directories names them: tfps follows the checkpoints and exports the model
+    from there (the exporter sees the lead's volumes read-only), and nothing lands outside the work dir."""
+    epochs, per_epoch = 2, 20
+    template = {
+        "spec": {
+            "volumes": [{"name": "training", "persistentVolumeClaim": {"claimName": "strategy-volume"}}],
+            "volumeMounts": [{"name": "training", "mountPath": "/train"}],
+        }
+    }
+    command = ["python", str(MWMS_FIT), "--epochs", str(epochs), "--steps-per-epoch", str(per_epoch)]
+    command += ["--checkpoint-dir", "/train/checkpoint", "--model-dir", "/train/saved_model"]
+    job = {
+        "apiVersion": "tfps.dev/v1alpha1",
+        "kind": "PSTrainingJob",
+        "metadata": {"name": "mwown"},
+        "spec": {
+            "strategy": "MultiWorkerMirrored",
+            "model": {
+                "command": command,
+                "directories": {"checkpoints": "/train/checkpoint", "savedModel": "/train/saved_model"},
+            },
+            "replicas": {"worker": {"replicas": 2, "template": template}},
+            "export": {"formats": ["savedmodel", "tflite"]},
+        },
+    }
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    host_before = Path("/train").exists()
+    res = tfps_run(path, tmp_path / "work", timeout=540)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    work = tmp_path / "work"
+    root = work / "default" / "mwown"
+    claim = work / "volumes" / "strategy-volume"
+    steps = epochs * per_epoch
+    lead_log = (root / "logs" / "worker-0.log").read_text()
+    assert f"checkpoint step {steps} -> /train/checkpoint/weights" in lead_log, lead_log[-3000:]
+    assert (claim / "checkpoint" / "weights.index").is_file() and (claim / "saved_model" / "saved_model.pb").is_file()
+    manifest = json.loads((root / "exports" / str(steps) / "manifest.json").read_text())
+    assert manifest["source"] == {"kind": "savedmodel", "directory": "/train/saved_model"}, manifest
+    assert manifest["checkpoint"] == {"step": steps, "path": None, "directory": "/train/checkpoint/weights"}
+    assert sorted(a["format"] for a in manifest["artifacts"]) == ["savedmodel", "tflite"], manifest
+    assert all(a["verification"]["passed"] for a in manifest["artifacts"]), manifest["artifacts"]
+    recorded = json.loads((root / "local" / "directories.json").read_text())
+    assert recorded == {"checkpoints": str(claim / "checkpoint"), "savedModel": str(claim / "saved_model")}
+    assert Path("/train").exists() is host_before
+    assert not list(root.rglob("*workertemp*"))

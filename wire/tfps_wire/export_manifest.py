@@ -1,9 +1,11 @@
 """``manifest.json``: what was exported, from which checkpoint, how it was checked.
 
-Schema (``schema: tfps.dev/export-manifest/v1``; all paths relative, POSIX, no ``..``)::
+Schema (``schema: tfps.dev/export-manifest/v1``; all paths relative, POSIX, no ``..``, but ``directory``)::
 
     job, namespace, model (module), createdAt (UTC ISO 8601)
-    checkpoint: {step, path}                 path relative to the job root
+    checkpoint: {step, path}                 path relative to the job root; or {step, path: null, directory}:
+                                             the checkpoint in the program's own directory (absolute, as its
+                                             pods see it; spec.model.directories.checkpoints)
     signature:  {name: "serving_default", inputs: [{name, shape, dtype}], outputs: [{name, shape, dtype, kind}]}
                 shape uses null for the (dynamic) batch dimension; kind is classification|regression
                 (how quantized artifacts are judged, see verify.py)
@@ -42,7 +44,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .safepaths import check_relative
+from .safepaths import check_absolute, check_relative
 
 SCHEMA = "tfps.dev/export-manifest/v1"
 _DISTS = (
@@ -109,11 +111,19 @@ def build(
     lineage: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``checkpoint_path`` None: a script-mode program's saved model exported without a checkpoint;
-    ``source`` (script mode) says which saved model was exported; ``lineage``: the section of
+    ``source`` (script mode) says which saved model was exported. Both are relative to the job root (``path``),
+    or, for a program's own directory outside it (``spec.model.directories``), absolute as its pods see it
+    (``directory``: never read through the manifest, only shown); ``lineage``: the section of
     :func:`tfps_wire.lineage.manifest_section`."""
-    if checkpoint_path is not None:
+    checkpoint: dict[str, Any] = {"step": checkpoint_step, "path": None}
+    if checkpoint_path is not None and checkpoint_path.startswith("/"):
+        checkpoint["directory"] = check_absolute(checkpoint_path, "manifest checkpoint.directory")
+    elif checkpoint_path is not None:
         check_relative(checkpoint_path, "manifest checkpoint.path")
-    if source is not None:
+        checkpoint["path"] = checkpoint_path
+    if source is not None and str(source.get("path", "")).startswith("/"):
+        source = {"kind": source["kind"], "directory": check_absolute(source["path"], "manifest source.directory")}
+    elif source is not None:
         check_relative(source["path"], "manifest source.path")
     for a in artifacts:
         check_relative(a["path"], f"manifest artifact {a['format']} path")
@@ -125,7 +135,7 @@ def build(
         "namespace": namespace,
         "model": model,
         "createdAt": datetime.now(UTC).isoformat(timespec="seconds"),
-        "checkpoint": {"step": checkpoint_step, "path": checkpoint_path},
+        "checkpoint": checkpoint,
         **({"source": source} if source is not None else {}),
         "signature": {"name": "serving_default", "inputs": inputs, "outputs": outputs},
         "complete": complete,

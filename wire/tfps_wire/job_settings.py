@@ -154,6 +154,15 @@ LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
 """TensorFlow's switch: "1" makes ``tf.keras`` tf_keras (Keras 2), anything else Keras 3."""
 
 
+class ProgramDirs(_Frozen):
+    """Script mode: the program's own directories (``spec.model.directories``), as its pods and the export
+    Job see them; None where the job's own (:class:`Paths`) are used."""
+
+    checkpoints: str | None = None
+    saved_model: str | None = None
+    tensorboard: str | None = None
+
+
 class ScriptSettings(_Frozen):
     """Script mode: the program each role runs (wrapped by :mod:`tfps_trainer.script`)."""
 
@@ -161,6 +170,7 @@ class ScriptSettings(_Frozen):
     """Role (chief, ps, worker, evaluator) -> argv, before ``$(VAR)`` expansion."""
     keras: Literal["legacy", "keras3"] = "legacy"
     """Which Keras ``tf.keras`` is in the program and the exporter: legacy (Keras 2 through tf_keras) or keras3."""
+    directories: ProgramDirs = ProgramDirs()
 
     def keras_env(self) -> dict[str, str]:
         """The variable that makes TensorFlow's ``tf.keras`` the chosen Keras (read when TF is first imported)."""
@@ -235,6 +245,20 @@ class JobSettings(_Frozen):
     """Batches the evaluator runs per checkpoint."""
     data_service: DataServiceSettings | None = None
     """The job's tf.data service; None: each training worker runs the input pipeline itself."""
+
+    @property
+    def checkpoint_dir(self) -> str:
+        """Where the checkpoints are: the program's own directory in script mode when it names one."""
+        return (self.script and self.script.directories.checkpoints) or self.paths.checkpoints
+
+    @property
+    def model_dir(self) -> str:
+        """Script mode: where the program saves its final model."""
+        return (self.script and self.script.directories.saved_model) or self.paths.model
+
+    @property
+    def tensorboard_dir(self) -> str:
+        return (self.script and self.script.directories.tensorboard) or self.paths.tensorboard
 
     def to_env(self) -> str:
         return self.model_dump_json()

@@ -13,6 +13,14 @@ from pathlib import Path, PurePosixPath
 from .export_result import ExportError
 
 
+def check_absolute(path: str, what: str) -> str:
+    """``path`` must be an absolute POSIX path without ``.`` or ``..`` components; returns it."""
+    p = PurePosixPath(path)
+    if not p.is_absolute() or "\\" in path or any(part in (".", "..") for part in path.split("/")):
+        raise ExportError("UnsafePath", f"{what}: {path!r} must be an absolute path without '.' or '..'")
+    return path
+
+
 def check_relative(rel: str, what: str) -> str:
     """``rel`` must be a plain relative POSIX path without ``..``; returns it normalised."""
     p = PurePosixPath(rel)

@@ -884,6 +884,36 @@ PROGRAM_ITEM_MAX = 4096
 """Longest single argument of a program (bounds the CEL cost of the rules that read them)."""
 
 
+_CLEAN_ABSOLUTE_PATH = r"^(/([^/.][^/]*|[.][^/.][^/]*|[.][.][^/]+))+$"
+"""An absolute path without '.', '..', empty components or a trailing '/'."""
+
+
+def _program_dir(what: str) -> Any:
+    return Field(
+        default=None,
+        max_length=1024,
+        pattern=_CLEAN_ABSOLUTE_PATH,
+        description=(
+            f"Where the program writes its {what}, as its pods see it: a path at or under a volumeMount of the "
+            "lead's template (spec.replicas.chief, else spec.replicas.worker)."
+        ),
+    )
+
+
+class ProgramDirectories(_Model):
+    """Script mode: the directories a program writes to of its own accord (its flags: ``--checkpoint_dir``,
+    ``--saved_model_dir``, ``--log_dir``), on a volume its pods mount. tfps follows the checkpoints there
+    (``status.checkpoint``, Stalled), exports the model saved there (the export Job mounts the lead's
+    volumes read-only) and shows the TensorBoard logs there (``tfps tensorboard``), instead of its own
+    ``$TFPS_*_DIR`` directories, which the program is then told are these (the environment variables)."""
+
+    checkpoints: str | None = _program_dir(
+        "checkpoints (tf.train.CheckpointManager's directory, with its 'checkpoint' state file)"
+    )
+    saved_model: str | None = _program_dir("final model (a SavedModel directory, or one holding model.keras)")
+    tensorboard: str | None = _program_dir("TensorBoard event files")
+
+
 class ModelSpec(_Model):
     """The user's code: a contract module (``module``), or a program of one's own (``command``, script
     mode: every replica runs it, wrapped by the trainer entrypoint, with TF_CONFIG and the documented
@@ -900,6 +930,11 @@ class ModelSpec(_Model):
                 "!has(self.keras) || has(self.command)",
                 "keras applies to script mode (command): a contract module imports the Keras it uses",
                 ".keras",
+            ),
+            cel(
+                "!has(self.directories) || has(self.command)",
+                "directories applies to script mode (command): a contract module's trainer writes to the job's volume",
+                ".directories",
             ),
         )
     )
@@ -933,6 +968,14 @@ class ModelSpec(_Model):
             "Script mode: which Keras tf.keras is in the program and the export Job. legacy (the default): Keras 2 "
             "through tf_keras (TF_USE_LEGACY_KERAS=1), as programs written for TensorFlow <= 2.15 expect "
             "(model.fit under ParameterServerStrategy, optimizer.lr, model.save(dir)); keras3: Keras 3."
+        ),
+    )
+
+    directories: ProgramDirectories | None = Field(
+        default=None,
+        description=(
+            "Script mode: the program's own checkpoint, saved-model and TensorBoard directories on a volume of "
+            "the lead's template, followed, exported and shown instead of the job's own."
         ),
     )
 
@@ -1517,6 +1560,27 @@ def _mount_rule(role: Role) -> dict[str, str]:
     )
 
 
+def _program_dir_rule(key: str) -> dict[str, str]:
+    """CEL: ``spec.model.directories.<key>`` is at or under a volumeMount of the lead's template."""
+    d = f"self.model.directories.{key}"
+
+    def under_a_mount_of(role: Role) -> str:
+        t = f"self.replicas.{role}.template"
+        mounts = f"{t}.spec.volumeMounts"
+        return (
+            f"({_unset(role).replace(' || ', ' && ').replace('!has', 'has')}has({t}) && has({t}.spec) && "
+            f"has({mounts}) && {mounts}.exists(m, {_at_or_under(d, 'm.mountPath')}))"
+        )
+
+    return cel(
+        f"!has(self.model.directories) || !has({d}) || "
+        f"({_count('chief')} > 0 ? {under_a_mount_of('chief')} : {under_a_mount_of('worker')})",
+        "must be at or under a volumeMount of the lead's template (spec.replicas.chief, else spec.replicas.worker): "
+        "tfps reads it from that volume (the export Job and tfps tensorboard mount it read-only)",
+        f".model.directories.{key}",
+    )
+
+
 def _credentials_env_rule(role: Role) -> dict[str, str]:
     t = f"self.replicas.{replica_field(role)}.template"
     env = f"{t}.spec.env"
@@ -1680,6 +1744,7 @@ class PSTrainingJobSpec(_Model):
                 ".training.checkpoint",
             ),
             *(_mount_rule(role) for role in ROLES),
+            *(_program_dir_rule(key) for key in ("checkpoints", "savedModel", "tensorboard")),
             *(_credentials_env_rule(role) for role in ROLES),
             *(_init_ports_rule(role) for role in ROLES),
             cel(

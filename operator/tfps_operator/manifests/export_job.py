@@ -21,7 +21,8 @@ PREFLIGHT_COMMAND = [*EXPORT_COMMAND, "--preflight"]
 def export_job(job: PSTrainingJob, cfg: BuildConfig, preflight: bool = False) -> dict[str, Any]:
     """A ``batch/v1`` Job owned by the PSTrainingJob. It runs with the lead's (the chief's, else the
     workers') template overrides
-    (labels, annotations, scheduling, pull secrets, extra volumes: it loads the same model code),
+    (labels, annotations, scheduling, pull secrets, extra volumes, mounted read-only: it loads the same model
+    code, and the model a script-mode program saved in a directory of its own, ``spec.model.directories``),
     ``spec.export.resources`` and ``spec.export.backoffLimit``. The exporter reports its result as the
     container's termination message (tfps_wire.export_result).
 
@@ -41,6 +42,16 @@ def export_job(job: PSTrainingJob, cfg: BuildConfig, preflight: bool = False) ->
         where=f"spec.replicas.{lead}.template.spec",
         role=lead,
     )
+    # The lead's own volumes (the program's directories among them) are read, never written: the export
+    # publishes on the job's storage only.
+    theirs = (
+        {m["name"] for m in (chief_template.spec.volume_mounts or [])}
+        if chief_template and chief_template.spec
+        else set()
+    )
+    for mount in spec["containers"][0]["volumeMounts"]:
+        if mount["name"] in theirs:
+            mount["readOnly"] = True
     if chief_template and chief_template.spec and chief_template.spec.resources:
         # The chief's resources are for training; the export has its own.
         res = job.spec.export.resources

@@ -10,6 +10,7 @@ from tfps_wire.job_settings import (
     JobSettings,
     PartitionerSettings,
     Paths,
+    ProgramDirs,
     ScriptSettings,
     Tolerance,
 )
@@ -38,9 +39,15 @@ def _script(job: PSTrainingJob) -> ScriptSettings | None:
     if not job.spec.model.script_mode:
         return None
     counts = replica_counts(job)
+    dirs = job.spec.model.directories
     return ScriptSettings(
         programs={r: tuple(job.spec.program(r) or ()) for r in ROLES if counts[r] and r not in DATA_SERVICE_ROLES},
         keras=job.spec.model.keras or "legacy",
+        directories=ProgramDirs(
+            checkpoints=dirs.checkpoints, saved_model=dirs.saved_model, tensorboard=dirs.tensorboard
+        )
+        if dirs is not None
+        else ProgramDirs(),
     )
 
 

@@ -1,14 +1,17 @@
 """The short-lived pod through which ``tfps tensorboard`` shows one or several jobs' TensorBoard logs: it
-mounts each job's claim read-only (or gets the chief's object-storage settings), runs TensorBoard on the
+mounts each job's claim read-only (and the lead's volume that holds a program's own log directory,
+``spec.model.directories.tensorboard``), or gets the chief's object-storage settings), runs TensorBoard on the
 pod's loopback (reached by port-forward, which connects inside the pod's network namespace), and ends by
 its own deadline if the client that made it dies."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from ..api.models import PSTrainingJob
 from ..settings import BuildConfig
+from ..strategies import lead_of
 from .artifact_reader import reader_pod
 from .jobsettings import job_root
 from .pods import STORAGE_VOLUME, TMP_VOLUME
@@ -17,6 +20,8 @@ TENSORBOARD_LABEL = "tfps.dev/tensorboard"
 """On TensorBoard pods: the first job they show. Not ``tfps.dev/job-name``: the operator never counts them."""
 PORT = 6006
 MOUNT_ROOT = "/tfps/claims"
+PROGRAM_ROOT = "/tfps/program"
+"""Where a job's program-owned log directory's volume is mounted: ``/tfps/program/<job>``."""
 
 
 def logdir_spec(job_dirs: dict[str, str]) -> str:
@@ -38,6 +43,28 @@ def tensorboard_command(job_dirs: dict[str, str], port: int = PORT) -> list[str]
         "--host=127.0.0.1",
         f"--port={port}",
     ]
+
+
+def program_logdir(job: PSTrainingJob) -> tuple[dict[str, Any], dict[str, Any], str] | None:
+    """A script-mode job whose program writes its TensorBoard logs to a directory of its own
+    (``spec.model.directories.tensorboard``): (the lead template's volume that holds it, that volume's mount,
+    the directory's path under the mount); None for a job whose logs are in its own directory."""
+    dirs = job.spec.model.directories
+    if dirs is None or dirs.tensorboard is None:
+        return None
+    lead, _ = lead_of(job)
+    template = job.spec.replicas.of(lead).template
+    spec = template.spec if template is not None else None
+    mounts = [m for m in (spec.volume_mounts if spec else None) or [] if _at_or_under(dirs.tensorboard, m["mountPath"])]
+    if not mounts:  # the API server's rule (spec.model.directories) refuses such a job
+        raise ValueError(f"job {job.metadata.name}: spec.model.directories.tensorboard is on no volume of the lead")
+    mount = max(mounts, key=lambda m: len(m["mountPath"]))
+    volume = next(v for v in (spec.volumes if spec else None) or [] if v.get("name") == mount["name"])
+    return volume, dict(mount), dirs.tensorboard[len(mount["mountPath"].rstrip("/")) :].lstrip("/")
+
+
+def _at_or_under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
 def _claim(job: PSTrainingJob) -> str:
@@ -90,6 +117,22 @@ def tensorboard_pod(
                     {"name": volume, "mountPath": f"{MOUNT_ROOT}/{claim}", "readOnly": True}
                 )
             dirs[j.metadata.name] = f"{job_root(f'{MOUNT_ROOT}/{claim}', j)}/tensorboard"
+        for j in jobs:  # a program's own log directory: the volume of the lead that holds it, read-only
+            found = program_logdir(j)
+            if found is None:
+                continue
+            source, mount, rest = found
+            name = f"program-{len(spec['volumes'])}"
+            program_volume = {**copy.deepcopy(source), "name": name}
+            if "persistentVolumeClaim" in program_volume:
+                program_volume["persistentVolumeClaim"]["readOnly"] = True
+            at = f"{PROGRAM_ROOT}/{j.metadata.name}"
+            spec["volumes"].append(program_volume)
+            container["volumeMounts"].append(
+                {"name": name, "mountPath": at, "readOnly": True}
+                | ({"subPath": mount["subPath"]} if mount.get("subPath") else {})
+            )
+            dirs[j.metadata.name] = f"{at}/{rest}" if rest else at
     if not any(v["name"] == TMP_VOLUME for v in spec["volumes"]):  # TensorBoard writes its info file there
         spec["volumes"].append({"name": TMP_VOLUME, "emptyDir": {}})
         container["volumeMounts"].append({"name": TMP_VOLUME, "mountPath": "/tmp"})

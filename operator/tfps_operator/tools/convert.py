@@ -42,8 +42,12 @@ a Chief/Master whose replicas is not 1 (with PS) or above 1 (without), a ``tenso
 neither ``command`` nor ``args`` (the image's ENTRYPOINT runs the program: tfps wraps the program, so the
 manifest must name its argv).
 
-The export is left disabled (``export.enabled: false``): an unchanged TFJob program does not save its
-model to ``$(TFPS_MODEL_DIR)``; enable it once it does.
+The program's own directories (``spec.model.directories``: checkpoints, saved model, TensorBoard logs) are
+read from its flags (:data:`DIRECTORY_FLAGS`: ``--checkpoint_dir``, ``--saved_model_dir``, ``--log_dir``,
+``--model_dir``...) when their values are on a volume the lead mounts; a note names each one set, and each
+flag left out and why.
+The export is left disabled (``export.enabled: false``): enable it once the program saves its model where
+tfps reads it (``spec.model.directories.savedModel``, or ``$(TFPS_MODEL_DIR)``).
 """
 
 from __future__ import annotations
@@ -377,6 +381,60 @@ def _replica(
     return out, program, c.get("image"), port, scheduler
 
 
+DIRECTORY_FLAGS: dict[str, tuple[str, ...]] = {
+    "checkpoints": ("checkpoint_dir", "checkpoint-dir", "ckpt_dir", "ckpt-dir", "checkpoint_path", "model_dir"),
+    "savedModel": ("saved_model_dir", "saved-model-dir", "export_dir", "export-dir", "saved_model_path"),
+    "tensorboard": ("log_dir", "log-dir", "logdir", "tensorboard_dir", "summary_dir", "model_dir"),
+}
+"""``spec.model.directories`` field -> the flags whose value names it, in order of preference (``--model_dir``
+is an Estimator's: its checkpoints and event files)."""
+
+
+def flag_values(argv: list[str]) -> dict[str, str]:
+    """``--name=value`` and ``--name value`` pairs of a command line (the last one of a name wins)."""
+    out: dict[str, str] = {}
+    for i, arg in enumerate(argv):
+        if not arg.startswith("--") or len(arg) < 3:
+            continue
+        name, eq, value = arg[2:].partition("=")
+        if eq:
+            out[name] = value
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            out[name] = argv[i + 1]
+    return out
+
+
+def program_directories(argv: list[str], mount_paths: list[str]) -> tuple[dict[str, str], list[str]]:
+    """``spec.model.directories`` read from the program's flags: each that names a directory at or under one of
+    ``mount_paths`` (the lead's volumeMounts), and a note for each field set and each flag left out."""
+    flags, found, notes = flag_values(argv), {}, []
+    for key, names in DIRECTORY_FLAGS.items():
+        for name in names:
+            value = flags.get(name)
+            if value is None:
+                continue
+            path = value.rstrip("/") or "/"
+            on = [m for m in mount_paths if path == m.rstrip("/") or path.startswith(m.rstrip("/") + "/")]
+            if not path.startswith("/") or "$(" in path or "/." in path:
+                notes.append(f"--{name} {value}: not an absolute path tfps can read; set spec.model.directories.{key}")
+            elif not on:
+                notes.append(
+                    f"--{name} {value}: on no volume the lead mounts, so tfps does not follow it; mount a volume "
+                    f"there, then set spec.model.directories.{key}"
+                )
+            else:
+                found[key] = path
+                notes.append(f"spec.model.directories.{key}: {path} (from --{name}): tfps follows it there")
+            break
+    if not found and not notes:
+        notes.append(
+            "spec.model.directories: not set (no --checkpoint_dir, --saved_model_dir, --log_dir or --model_dir "
+            "flag): set it when the program writes its checkpoints, saved model or TensorBoard logs to "
+            "directories of its own on a mounted volume"
+        )
+    return found, notes
+
+
 def convert(doc: dict[str, Any]) -> Conversion:
     """The PSTrainingJob (script mode) equivalent of a TFJob document. Raises :class:`ConvertError`."""
     if not isinstance(doc, dict) or doc.get("kind") != "TFJob":
@@ -481,8 +539,20 @@ def convert(doc: dict[str, Any]) -> Conversion:
             f"schedulerName: the replica types name different schedulers {sorted(schedulers)}; one job has one"
         )
     job_spec["runPolicy"] = run_policy
+    lead = "chief" if "chief" in built else "worker"
+    mounts = built[lead].get("template", {}).get("spec", {}).get("volumeMounts") or []
+    directories, dir_notes = program_directories(lead_program, [m["mountPath"] for m in mounts if "mountPath" in m])
+    conv.notes.extend(dir_notes)
+    if directories:
+        job_spec["model"]["directories"] = directories
     job_spec["export"] = {"enabled": False}
-    conv.notes.append("export.enabled is false: enable it once the program saves its model to $(TFPS_MODEL_DIR)")
+    saved = directories.get("savedModel")
+    conv.notes.append(
+        f"export.enabled is false: enable it to export and verify the model the program saves to {saved}"
+        if saved
+        else "export.enabled is false: enable it once the program saves its model to $(TFPS_MODEL_DIR), or set "
+        "spec.model.directories.savedModel to where it saves it"
+    )
     conv.job = {"apiVersion": API_VERSION, "kind": "PSTrainingJob", "metadata": out_meta, "spec": job_spec}
     try:
         validate_job(copy.deepcopy(conv.job))

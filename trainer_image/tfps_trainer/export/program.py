@@ -47,17 +47,25 @@ class SavedModelRef:
 
 def find_model(settings: JobSettings) -> SavedModelRef:
     """The model the program saved under the model directory, or ExportError naming what to save."""
-    root, model_dir = Path(settings.paths.root), Path(settings.paths.model)
+    root, model_dir = Path(settings.paths.root), Path(settings.model_dir)
     candidates = [(model_dir / KERAS_FILE, "keras"), (model_dir / "model.h5", "h5"), (model_dir, "savedmodel")]
     for path, kind in candidates:
         if (kind != "savedmodel" and path.is_file()) or (kind == "savedmodel" and (path / "saved_model.pb").is_file()):
-            return SavedModelRef(path, kind, str(path.relative_to(root)))
+            rel = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+            return SavedModelRef(path, kind, rel)
+    own = settings.script is not None and settings.script.directories.saved_model is not None
+    where = "spec.model.directories.savedModel" if own else "$TFPS_MODEL_DIR"
     raise ExportError(
         "ContractError",
         (
-            f"script mode: the program saved no model in {model_dir} ($TFPS_MODEL_DIR): save it there with "
-            f"model.save($TFPS_MODEL_DIR) (a SavedModel) or model.save($TFPS_MODEL_DIR/{KERAS_FILE}), or name a "
-            "contract module in spec.model.module for the export"
+            f"script mode: the program saved no model in {model_dir} ({where}): save it there with "
+            f"model.save(dir) (a SavedModel) or model.save(dir/{KERAS_FILE}), "
+            + (
+                "or correct spec.model.directories.savedModel"
+                if own
+                else "or name the directory the program saves to in spec.model.directories.savedModel"
+            )
+            + ", or name a contract module in spec.model.module for the export"
         ),
     )
 
@@ -198,13 +206,15 @@ def contract(settings: JobSettings) -> ModelContract:
 
 def exported_step(settings: JobSettings) -> tuple[int, str]:
     """The step of the program's latest checkpoint (read from it) and its path relative to the job
-    root; (0, '') when there is none or it holds no step."""
-    prefix = latest_prefix(settings.paths.checkpoints)
+    root (absolute in a directory of the program's own outside it); (0, '') when there is none or it holds
+    no step."""
+    prefix = latest_prefix(settings.checkpoint_dir)
     if prefix is None:
         return 0, ""
     try:
         found = checkpoint_step(prefix)
     except Exception:
         return 0, ""
-    rel = str(Path(prefix).relative_to(Path(settings.paths.root))) if prefix.startswith(settings.paths.root) else ""
+    root = Path(settings.paths.root)
+    rel = str(Path(prefix).relative_to(root)) if Path(prefix).is_relative_to(root) else prefix
     return (found[0] if found else 0), rel

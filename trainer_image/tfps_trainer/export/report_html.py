@@ -199,12 +199,13 @@ def render(manifest: dict[str, Any]) -> str:
     samples = manifest.get("samples") or {}
     complete = manifest.get("complete", True)
     title = f"Export of {manifest.get('namespace', '')}/{manifest.get('job', '')} at step {ckpt.get('step', '?')}"
+    ckpt_at = ckpt.get("path") or ckpt.get("directory") or ""
     out = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{_e(title)} <span class='badge {'ok' if complete else 'bad'}'>"
         f"{'complete' if complete else 'incomplete: a required format failed'}</span></h1>",
-        f"<div class='meta'>model {_e(manifest.get('model', ''))} · checkpoint {_e(ckpt.get('path', ''))} · "
+        f"<div class='meta'>model {_e(manifest.get('model', ''))} · checkpoint {_e(ckpt_at)} · "
         f"created {_e(manifest.get('createdAt', ''))} · verified on {_e(samples.get('count', '?'))} inputs from "
         f"{_e(samples.get('origin', '?'))} · required: {_e(', '.join(manifest.get('required') or []) or '–')}</div>",
         "<h2>Artifacts</h2>",

@@ -8,6 +8,7 @@
 ``TFPS_TENSORBOARD_DIR`` ``<job dir>/tensorboard``: TensorBoard event files
 ``TFPS_MODEL_DIR``     ``<job dir>/model``: save the final model here (a SavedModel in the directory, or
                        ``model.keras`` in it); the export converts and verifies it
+                       (each of these three is ``spec.model.directories``' own where it names one)
 ``TFPS_SAMPLES_FILE``  ``<job dir>/model/samples.npz``: optional verification inputs (one array per
                        serving input name, first axis the example)
 ``TFPS_PROGRESS_FILE`` where :func:`tfps_trainer.script.report` writes step and loss for the wrapper
@@ -55,9 +56,9 @@ def program_env(
     env.update(
         {
             JOB_DIR_ENV: p.root,
-            CHECKPOINT_DIR_ENV: p.checkpoints,
-            TENSORBOARD_DIR_ENV: p.tensorboard,
-            MODEL_DIR_ENV: p.model,
+            CHECKPOINT_DIR_ENV: settings.checkpoint_dir,
+            TENSORBOARD_DIR_ENV: settings.tensorboard_dir,
+            MODEL_DIR_ENV: settings.model_dir,
             SAMPLES_FILE_ENV: samples_file(settings),
             PROGRESS_FILE_ENV: progress_file,
             "TFPS_TASK_TYPE": task_type,

@@ -113,7 +113,7 @@ class _LeadWatch(threading.Thread):
     def __init__(self, settings: JobSettings, progress: Any, progress_file: str, role: str) -> None:
         super().__init__(name="tfps-checkpoint-follower", daemon=True)
         self.role = role
-        self.follower = CheckpointFollower(settings.paths.checkpoints)
+        self.follower = CheckpointFollower(settings.checkpoint_dir)
         self.progress, self.progress_file = progress, progress_file
         self.stopped = threading.Event()
         self._reported: tuple[int, float] | None = None
@@ -177,7 +177,7 @@ def run(task: TaskConfig, settings: JobSettings) -> int:
         pass
     env = program_env(settings, task.task_type, task.task_index, progress_file)
     argv = expand(argv_raw, env)
-    for d in (settings.paths.checkpoints, settings.paths.tensorboard, settings.paths.model):
+    for d in (settings.checkpoint_dir, settings.tensorboard_dir, settings.model_dir, settings.paths.model):
         try:
             os.makedirs(d, exist_ok=True)
         except OSError:

@@ -120,7 +120,7 @@ def lineage_lines(manifest: dict[str, Any]) -> list[str]:
         )
     else:
         lines.append("  code      in the image (no spec.model.source)")
-    lines.append(f"  checkpoint step {ck.get('step', '-')} {ck.get('path') or ''}".rstrip())
+    lines.append(f"  checkpoint step {ck.get('step', '-')} {ck.get('path') or ck.get('directory') or ''}".rstrip())
     if training:
         lines.append(
             f"  training  final step {_num(training.get('step'), 'd')}/{_num(training.get('targetSteps'), 'd')},"

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ...manifests.tensorboard_pod import PORT, logdir_spec, tensorboard_pod
+from ..local_layout import DIRECTORIES_RECORD, LOCAL_DIR
 from .errors import ClientError, NotFound, WaitTimeout
 
 
@@ -39,6 +40,18 @@ RUNS = "data/runs"
 FIRST_LOAD = 30.0
 
 
+def _local_logdir(job_root: Path) -> str | None:
+    """The TensorBoard directory of a job ``tfps run`` ran: the program's own (``spec.model.directories``, as
+    ``tfps run`` recorded where it is on this machine), else ``<job root>/tensorboard``."""
+    try:
+        own = json.loads((job_root / LOCAL_DIR / DIRECTORIES_RECORD).read_text()).get("tensorboard")
+    except (OSError, ValueError, AttributeError):
+        own = None
+    if isinstance(own, str) and Path(own).is_dir():
+        return own
+    return str(job_root / "tensorboard") if (job_root / "tensorboard").is_dir() else None
+
+
 def local_dirs(names: list[str], workdir: str | None) -> dict[str, str] | None:
     """``{run name: log directory}`` when the NAMEs are local: with ``workdir``, each job ``tfps run`` ran
     there (``<workdir>/<namespace>/<name>/tensorboard``); else NAMEs that are ``gs://`` URIs or existing
@@ -47,14 +60,14 @@ def local_dirs(names: list[str], workdir: str | None) -> dict[str, str] | None:
         root = Path(workdir).expanduser()
         out: dict[str, str] = {}
         for name in names:
-            found = sorted(p for p in root.glob(f"*/{name}/tensorboard") if p.is_dir())
+            found = sorted(d for p in root.glob(f"*/{name}") if (d := _local_logdir(p)) is not None)
             if not found:
                 raise InvalidInput(
                     f'job "{name}": no {root}/<namespace>/{name}/tensorboard (has `tfps run` run it there?)'
                 )
             if len(found) > 1:
-                raise InvalidInput(f'job "{name}": in several namespaces under {root}: {[str(p) for p in found]}')
-            out[name] = str(found[0])
+                raise InvalidInput(f'job "{name}": in several namespaces under {root}: {found}')
+            out[name] = found[0]
         return out
     local = [n.startswith("gs://") or Path(n).is_dir() for n in names]
     if not any(local):

@@ -187,9 +187,11 @@ def main(args: argparse.Namespace) -> int:
             resumed = False  # the chief says so when it restores a checkpoint
             where = f"files under {settings.paths.root}, logs in {local_job.logs}"
         else:
-            ckpts = Path(settings.paths.checkpoints)
+            ckpts = Path(local_job.on_host(settings.checkpoint_dir))
             resumed = ckpts.is_dir() and any(ckpts.iterdir())
             where = f"files under {local_job.root}"
+            if own := local_job.record_directories():
+                where += "; the program's own directories: " + ", ".join(f"{k} {v}" for k, v in own.items())
         display.event(
             f"job {job.metadata.namespace}/{job.metadata.name}: {describe(settings)}; "
             + where
@@ -216,7 +218,7 @@ def main(args: argparse.Namespace) -> int:
         )
         display.close()
         if not settings.export.enabled:
-            print(f"done (export disabled); checkpoints in {settings.paths.checkpoints}")
+            print(f"done (export disabled); checkpoints in {local_job.on_host(settings.checkpoint_dir)}")
             return 0
         exported = run_export(local_job, display, trained)
         if exported.artifacts or exported.failed:

@@ -152,7 +152,7 @@ def run_export(
         SETTINGS_ENV: plan.settings.to_env(),
         LINEAGE_ENV: local_lineage(plan, trained).to_env(),
     }
-    child = plan.child("export", list(plan.exporter), env)
+    child = plan.export_child(env)
     attempts = plan.job.spec.export.backoff_limit + 1
     formats = ", ".join(plan.settings.export.formats)
     for attempt in range(1, attempts + 1):

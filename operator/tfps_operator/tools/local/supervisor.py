@@ -18,6 +18,7 @@ the lead stops and saves, then every process restarts at the new size from that 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
 import time
@@ -45,12 +46,13 @@ from ...reconcile.failure_policy import on_failure
 from ...reconcile.resize import in_effect, spec_size
 from ...strategies import TrainingStrategy
 from ...strategies import of as strategy_of
+from ..local_layout import DIRECTORIES_RECORD, LOCAL_DIR
 from .ports import HOST, free_ports, looks_like_port_in_use
 from .procs import Child, stop_all
 from .progress_display import Display, Status, fetch_status
 from .sandbox import prepare as prepare_namespace
 from .sandbox import wrap as in_namespace
-from .volumes import LOCAL_DIR, RoleVolumes
+from .volumes import RoleVolumes, host_path
 
 START_ORDER: tuple[Role, ...] = ("dispatcher", "dataworker", "ps", "worker", "evaluator", "chief")
 """Servers first, the chief (which connects to them) last. Failures are also examined in this order
@@ -131,14 +133,41 @@ class LocalJob:
         env = {**env, TERMINATION_LOG_ENV: str(term)}
         return Child(name=name, argv=argv, env=env, log_path=self.logs / f"{name}.log", termination_log=term)
 
+    def on_host(self, path: str) -> str:
+        """``path`` as the lead sees it, on this machine: through the lead's volumes when one holds it."""
+        volumes = self.volumes.get(self.lead.role)
+        return (host_path(volumes.for_task(self.lead.name), path) if volumes else None) or path
+
+    def record_directories(self) -> dict[str, str]:
+        """Where the program's own directories are on this machine, written to ``local/directories.json``
+        (for ``tfps tensorboard --workdir``); {} when it names none."""
+        script = self.settings.script
+        if script is None:
+            return {}
+        dirs = script.directories
+        named = {"checkpoints": dirs.checkpoints, "savedModel": dirs.saved_model, "tensorboard": dirs.tensorboard}
+        found = {k: self.on_host(v) for k, v in named.items() if v is not None}
+        if found:
+            (self.root / LOCAL_DIR).mkdir(parents=True, exist_ok=True)
+            (self.root / LOCAL_DIR / DIRECTORIES_RECORD).write_text(json.dumps(found, indent=1))
+        return found
+
     def task_child(self, task: Task, env: dict[str, str]) -> Child:
         """A trainer process; with its pod's volumes at their mount paths when its role mounts any."""
-        volumes = self.volumes.get(task.role)
+        return self._with_volumes(task.name, list(self.trainer), env, self.volumes.get(task.role))
+
+    def export_child(self, env: dict[str, str]) -> Child:
+        """The exporter; with the lead's volumes mounted read-only, as the export Job has them (the model a
+        program saved in a directory of its own is there)."""
+        volumes = self.volumes.get(self.lead.role)
+        return self._with_volumes("export", list(self.exporter), env, volumes.read_only() if volumes else None)
+
+    def _with_volumes(self, name: str, argv: list[str], env: dict[str, str], volumes: RoleVolumes | None) -> Child:
         if volumes is None:
-            return self.child(task.name, list(self.trainer), env)
+            return self.child(name, argv, env)
         local_dir = self.root / LOCAL_DIR
-        child = self.child(task.name, in_namespace(list(self.trainer), volumes, task.name, local_dir), env)
-        child.prepare = functools.partial(prepare_namespace, volumes, task.name, local_dir)
+        child = self.child(name, in_namespace(argv, volumes, name, local_dir), env)
+        child.prepare = functools.partial(prepare_namespace, volumes, name, local_dir)
         return child
 
 

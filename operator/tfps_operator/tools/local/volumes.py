@@ -27,11 +27,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ...api.models import PSTrainingJob, Role, replica_counts, replica_field
+from ..local_layout import LOCAL_DIR, VOLUMES_DIR
 
-VOLUMES_DIR = "volumes"
-"""Under the work directory: one directory per claim."""
-LOCAL_DIR = "local"
-"""Under the job's directory: the emptyDirs and the ConfigMap and Secret files of this machine's run."""
 SUPPORTED = ("persistentVolumeClaim", "emptyDir", "configMap", "secret")
 
 
@@ -73,8 +70,24 @@ class RoleVolumes:
     claims: tuple[str, ...] = ()
     """Claim directories (created, kept)."""
 
+    def read_only(self) -> RoleVolumes:
+        """The same volumes, every one mounted read-only (the export's view of the lead's)."""
+        binds = tuple(Bind(b.source, b.target, True) for b in self.binds)
+        return RoleVolumes(binds, self.empty_dirs, self.files, self.claims)
+
     def for_task(self, task: str) -> tuple[Bind, ...]:
         return tuple(Bind(b.source.replace("{task}", task), b.target, b.read_only) for b in self.binds)
+
+
+def host_path(binds: Iterable[Bind], path: str) -> str | None:
+    """Where ``path`` (as a process sees it) is on this machine: under the bind whose mount path holds it
+    (the deepest), or None when no bind does."""
+    found = [b for b in binds if path == b.target or path.startswith(b.target.rstrip("/") + "/")]
+    if not found:
+        return None
+    b = max(found, key=lambda x: len(x.target))
+    rest = path[len(b.target) :].lstrip("/")
+    return str(Path(b.source) / rest) if rest else b.source
 
 
 def _docs_by_kind(documents: Iterable[Any]) -> dict[tuple[str, str], Mapping[str, Any]]:

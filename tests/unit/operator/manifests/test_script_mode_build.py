@@ -241,3 +241,42 @@ def test_the_keras_field_is_refused_for_a_contract_module_naming_the_field():
     with pytest.raises(JobValidationError) as err:
         validate_job(doc)
     assert "spec.model.keras" in str(err.value) and "script mode" in str(err.value)
+
+
+TRAIN_VOLUME = {
+    "volumes": [{"name": "train", "persistentVolumeClaim": {"claimName": "train-pvc"}}],
+    "volumeMounts": [{"name": "train", "mountPath": "/train"}],
+}
+OWN_DIRS = {"checkpoints": "/train/checkpoint", "savedModel": "/train/saved_model", "tensorboard": "/train/logs"}
+
+
+def own_dirs_job():
+    return script_job(
+        strategy="MultiWorkerMirrored",
+        replicas={"worker": {"replicas": 2, "template": {"spec": TRAIN_VOLUME}}},
+        model={"command": PROGRAM, "directories": OWN_DIRS},
+    )
+
+
+def test_the_programs_own_directories_reach_the_wrapper_its_environment_and_the_exporter():
+    job = own_dirs_job()
+    s = settings_of(trainer_pod(job, "worker", 0, CFG))
+    assert (s.checkpoint_dir, s.model_dir, s.tensorboard_dir) == (
+        "/train/checkpoint",
+        "/train/saved_model",
+        "/train/logs",
+    )
+    env = program_env(s, "worker", 0, "/tmp/p.json", base={})
+    assert env["TFPS_CHECKPOINT_DIR"] == "/train/checkpoint" and env["TFPS_MODEL_DIR"] == "/train/saved_model"
+    assert env["TFPS_SAMPLES_FILE"] == f"{s.paths.model}/samples.npz"  # the job's own directory still
+    export = export_job(job, CFG)["spec"]["template"]["spec"]
+    assert {"name": "train", "persistentVolumeClaim": {"claimName": "train-pvc"}} in export["volumes"]
+    (mount,) = [m for m in export["containers"][0]["volumeMounts"] if m["name"] == "train"]
+    assert mount == {"name": "train", "mountPath": "/train", "readOnly": True}
+    assert settings_of({"spec": export}).model_dir == "/train/saved_model"
+
+
+def test_trainer_pods_keep_the_templates_mounts_writable():
+    pod = trainer_pod(own_dirs_job(), "worker", 1, CFG)
+    (mount,) = [m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == "train"]
+    assert not mount.get("readOnly")

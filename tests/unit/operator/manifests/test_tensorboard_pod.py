@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -126,3 +127,40 @@ def test_local_names_resolve_in_a_tfps_run_workdir_or_as_directories(tmp_path):
     assert local_dirs(["quickstart"], None) is None  # a cluster job
     with pytest.raises(InvalidInput, match="mix of local"):
         local_dirs([str(root), "quickstart"], None)
+
+
+def test_a_programs_own_log_directory_is_shown_from_the_leads_volume_read_only():
+    template = {
+        "spec": {
+            "volumes": [{"name": "train", "persistentVolumeClaim": {"claimName": "train-pvc"}}],
+            "volumeMounts": [{"name": "train", "mountPath": "/train", "subPath": "run1"}],
+        }
+    }
+    job = load_job(
+        {
+            "apiVersion": "tfps.dev/v1alpha1",
+            "kind": "PSTrainingJob",
+            "metadata": {"name": "mw", "namespace": "ml", "uid": "u-mw"},
+            "spec": {
+                "strategy": "MultiWorkerMirrored",
+                "model": {"command": ["python", "t.py"], "directories": {"tensorboard": "/train/logs/fit"}},
+                "replicas": {"worker": {"replicas": 2, "template": template}},
+            },
+        }
+    )
+    pod = tensorboard_pod([job], "tb", "img", 600)
+    (container,) = pod["spec"]["containers"]
+    vol = next(v for v in pod["spec"]["volumes"] if v["name"].startswith("program-"))
+    assert vol["persistentVolumeClaim"] == {"claimName": "train-pvc", "readOnly": True}
+    mount = next(m for m in container["volumeMounts"] if m["name"] == vol["name"])
+    assert mount == {"name": vol["name"], "mountPath": "/tfps/program/mw", "readOnly": True, "subPath": "run1"}
+    assert "--logdir_spec=mw:/tfps/program/mw/logs/fit" in container["command"]
+
+
+def test_a_tfps_run_job_with_its_own_log_directory_is_shown_from_where_tfps_run_recorded_it(tmp_path):
+    logs = tmp_path / "volumes" / "train-pvc" / "logs"
+    logs.mkdir(parents=True)
+    local = tmp_path / "default" / "mw" / "local"
+    local.mkdir(parents=True)
+    (local / "directories.json").write_text(json.dumps({"tensorboard": str(logs)}))
+    assert local_dirs(["mw"], str(tmp_path)) == {"mw": str(logs)}

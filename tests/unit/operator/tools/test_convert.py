@@ -464,3 +464,39 @@ def test_what_the_operator_sets_on_the_pods_is_named_not_carried_and_the_job_val
     assert template["metadata"] == {"labels": {"team": "vision"}}
     assert template["spec"]["env"] == [{"name": "KEEP", "value": "1"}]
     validate_job(conv.job)
+
+
+def keras_mwms_tfjob(args: list[str]) -> dict:
+    """Kubeflow's MultiWorkerMirrored Keras example: its checkpoint and saved-model flags on a claim at /train."""
+    job = copy.deepcopy(MWMS_TFJOB)
+    spec = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    spec["containers"][0]["args"] = args
+    spec["containers"][0]["volumeMounts"] = [{"name": "training", "mountPath": "/train"}]
+    spec["volumes"] = [{"name": "training", "persistentVolumeClaim": {"claimName": "strategy-volume"}}]
+    return job
+
+
+def test_the_programs_directory_flags_on_a_mounted_volume_fill_spec_model_directories() -> None:
+    args = ["--saved_model_dir", "/train/saved_model/", "--checkpoint_dir", "/train/checkpoint", "--log_dir=/tmp/l"]
+    conv = convert(keras_mwms_tfjob(args))
+    assert conv.job["spec"]["model"]["directories"] == {
+        "checkpoints": "/train/checkpoint",
+        "savedModel": "/train/saved_model",
+    }
+    notes = "\n".join(conv.notes)
+    assert "spec.model.directories.savedModel: /train/saved_model (from --saved_model_dir)" in notes
+    assert "--log_dir /tmp/l: on no volume the lead mounts" in notes and "spec.model.directories.tensorboard" in notes
+    assert "export and verify the model the program saves to /train/saved_model" in notes
+    job = validate_job(conv.job)
+    assert job.spec.model.directories is not None and job.spec.model.directories.checkpoints == "/train/checkpoint"
+
+
+def test_an_estimators_model_dir_holds_its_checkpoints_and_event_files() -> None:
+    conv = convert(keras_mwms_tfjob(["--model_dir=/train/run1"]))
+    assert conv.job["spec"]["model"]["directories"] == {"checkpoints": "/train/run1", "tensorboard": "/train/run1"}
+
+
+def test_without_directory_flags_the_note_says_which_field_to_set() -> None:
+    conv = convert(keras_mwms_tfjob(["--epochs=3"]))
+    assert "directories" not in conv.job["spec"]["model"]
+    assert any(n.startswith("spec.model.directories: not set") for n in conv.notes), conv.notes
