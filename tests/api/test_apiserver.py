@@ -104,6 +104,30 @@ def test_minimal_job_gets_every_default(objs: Any, api_namespace: str) -> None:
     assert stored["spec"]["training"]["checkpoint"] == {"everySteps": 100, "keep": 3}
 
 
+def test_program_directories_on_the_leads_volume_are_stored_as_the_client_reads_them(
+    objs: Any, api_namespace: str
+) -> None:
+    doc = base_job("own-dirs")
+    doc["spec"]["strategy"] = "MultiWorkerMirrored"
+    doc["spec"]["model"] = {
+        "command": ["python", "keras_mnist.py"],
+        "directories": {
+            "checkpoints": "/train/checkpoint",
+            "savedModel": "/train/saved_model",
+            "tensorboard": "/train",
+        },
+    }
+    doc["spec"]["replicas"]["worker"]["template"] = {
+        "spec": {
+            "volumes": [{"name": "training", "persistentVolumeClaim": {"claimName": "strategy-volume"}}],
+            "volumeMounts": [{"name": "training", "mountPath": "/train"}],
+        }
+    }
+    stored = _create(objs, api_namespace, doc)
+    assert stored["spec"] == server_defaulted_spec(doc)
+    assert stored["spec"]["model"]["directories"]["savedModel"] == "/train/saved_model"
+
+
 @pytest.mark.parametrize("case", INVALID, ids=lambda c: c.id)
 def test_invalid_manifest_is_rejected_everywhere(objs: Any, api_namespace: str, case: Case) -> None:
     name = f"bad-{abs(hash(case.id)) % 10**8}" if not case.path.startswith("metadata.name") else None
