@@ -89,14 +89,17 @@ class _Output(threading.Thread):
     def __init__(self, stream: Any) -> None:
         super().__init__(name="tfps-program-output", daemon=True)
         self.stream = stream
-        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.recent: collections.deque[str] = collections.deque(maxlen=RECENT_LINES)
         self.scanner = Scanner()
+
+    @property
+    def tail(self) -> list[str]:
+        """The last lines, for the termination message."""
+        return list(self.recent)[-TAIL_LINES:]
 
     def run(self) -> None:
         for raw in iter(self.stream.readline, b""):
             line = raw.decode(errors="replace")
-            self.tail.append(line.rstrip("\n"))
             self.recent.append(line.rstrip("\n"))
             self.scanner.feed(line)
             try:
@@ -240,7 +243,7 @@ def run(task: TaskConfig, settings: JobSettings) -> int:
             if startup is not None:
                 return _fail(role, progress, cannot_run(argv, program_exit_code(returncode), startup))
             hint = output.scanner.best() if code != exitcodes.PREEMPTED else None
-            reason = describe_exit(argv, program_exit_code(returncode), list(output.tail), hint)
+            reason = describe_exit(argv, program_exit_code(returncode), output.tail, hint)
             if code == exitcodes.PREEMPTED:
                 reason += " (after SIGTERM: preempted)"
             return _fail(role, progress, TrainerError(reason, failure_code(code, hint)))
