@@ -959,3 +959,59 @@ def test_a_job_with_a_data_service_trains_through_losing_a_data_worker_and_its_d
     assert "registered with the tf.data service at quickstart-dispatcher-0.quickstart." in chief, chief[-2000:]
     assert list(data.rglob("tf_data_dispatcher_journal")), sorted(str(p) for p in data.rglob("*"))[:50]
     no_image_pulls(kube.core, kube.ns)
+
+
+def test_a_program_saving_to_its_own_claim_is_followed_and_exported_from_there(operated, wait_until):
+    """Kubeflow's MultiWorkerMirrored Keras example's shape: the program's --checkpoint-dir and --model-dir on a
+    claim of the user's, mounted at /train; spec.model.directories names them. The lead's checkpoints reach the
+    status from there, and the export Job mounts that claim read-only and exports the model saved there."""
+    kube, op, pv = operated
+    name = "own-dirs"
+    pv(names.pvc_name(name))
+    train = pv("strategy-volume")
+    kube.core.create_namespaced_persistent_volume_claim(
+        kube.ns,
+        {
+            "metadata": {"name": "strategy-volume"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "volumeName": f"{kube.ns}-strategy-volume",
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    )
+    config_map, job = program_job("mwms-fit")
+    config_map["metadata"]["name"] = f"{name}-code"
+    job["metadata"]["name"] = name
+    spec = job["spec"]
+    spec["model"]["source"] = {"configMap": f"{name}-code"}
+    command = spec["model"]["command"]
+    command[command.index("$(TFPS_CHECKPOINT_DIR)")] = "/train/checkpoint"
+    command[command.index("$(TFPS_MODEL_DIR)")] = "/train/saved_model"
+    spec["model"]["directories"] = {"checkpoints": "/train/checkpoint", "savedModel": "/train/saved_model"}
+    template = spec["replicas"]["worker"]["template"]["spec"]
+    template["volumes"] = [{"name": "training", "persistentVolumeClaim": {"claimName": "strategy-volume"}}]
+    template["volumeMounts"] = [{"name": "training", "mountPath": "/train"}]
+    kube.core.create_namespaced_config_map(kube.ns, config_map)
+    t0 = time.monotonic()
+    kube.create_job(job)
+    st = wait_until(
+        lambda: (s := kube.status(name)).get("phase") in ("Succeeded", "Failed") and s,
+        timeout=900,
+        interval=2,
+        what=f"{name} finished",
+    )
+    assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
+    final = PROGRAMS["mwms-fit"][4]
+    assert st["checkpoint"]["step"] == final and st["checkpoint"]["path"] == "/train/checkpoint/weights", st
+    assert (train / "saved_model" / "saved_model.pb").is_file(), sorted(str(p) for p in train.rglob("*"))[:50]
+    export = st["export"]
+    assert export["step"] == final and {a["format"] for a in export["artifacts"]} == {"savedmodel", "tflite", "onnx"}
+    assert all(a["maxError"] is not None for a in export["artifacts"]), export
+    job_obj = kube.batch.read_namespaced_job(names.export_job_name(name), kube.ns)
+    (mount,) = [m for m in job_obj.spec.template.spec.containers[0].volume_mounts if m.name == "training"]
+    assert mount.read_only and mount.mount_path == "/train", mount
+    assert not list(train.rglob("*workertemp*"))
+    no_image_pulls(kube.core, kube.ns)
+    print(f"\nown directories on the real node: Succeeded after {time.monotonic() - t0:.0f}s; {export['artifacts']}")
