@@ -13,6 +13,12 @@ from pathlib import Path, PurePosixPath
 from .export_result import ExportError
 
 
+def at_or_under(path: str, directory: str) -> bool:
+    """Whether POSIX ``path`` is ``directory`` or inside it (by its components: ``/trainlogs`` is not under
+    ``/train``)."""
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
 def check_absolute(path: str, what: str) -> str:
     """``path`` must be an absolute POSIX path without ``.`` or ``..`` components; returns it."""
     p = PurePosixPath(path)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from tfps_wire.safepaths import at_or_under
+
 from ..api.models import PSTrainingJob
 from ..settings import BuildConfig
 from ..strategies import lead_of
@@ -55,16 +57,12 @@ def program_logdir(job: PSTrainingJob) -> tuple[dict[str, Any], dict[str, Any], 
     lead, _ = lead_of(job)
     template = job.spec.replicas.of(lead).template
     spec = template.spec if template is not None else None
-    mounts = [m for m in (spec.volume_mounts if spec else None) or [] if _at_or_under(dirs.tensorboard, m["mountPath"])]
+    mounts = [m for m in (spec.volume_mounts if spec else None) or [] if at_or_under(dirs.tensorboard, m["mountPath"])]
     if not mounts:  # the API server's rule (spec.model.directories) refuses such a job
         raise ValueError(f"job {job.metadata.name}: spec.model.directories.tensorboard is on no volume of the lead")
     mount = max(mounts, key=lambda m: len(m["mountPath"]))
     volume = next(v for v in (spec.volumes if spec else None) or [] if v.get("name") == mount["name"])
     return volume, dict(mount), dirs.tensorboard[len(mount["mountPath"].rstrip("/")) :].lstrip("/")
-
-
-def _at_or_under(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
 def _claim(job: PSTrainingJob) -> str:

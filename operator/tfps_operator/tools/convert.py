@@ -61,6 +61,8 @@ from typing import Any
 
 import yaml
 
+from tfps_wire.safepaths import at_or_under
+
 from ..api import reserved
 from ..api.models import API_VERSION, Strategy
 from ..api.validate import JobValidationError, validate_job
@@ -414,7 +416,7 @@ def program_directories(argv: list[str], mount_paths: list[str]) -> tuple[dict[s
             if value is None:
                 continue
             path = value.rstrip("/") or "/"
-            on = [m for m in mount_paths if path == m.rstrip("/") or path.startswith(m.rstrip("/") + "/")]
+            on = [m for m in mount_paths if at_or_under(path, m.rstrip("/"))]
             if not path.startswith("/") or "$(" in path or "/." in path:
                 notes.append(f"--{name} {value}: not an absolute path tfps can read; set spec.model.directories.{key}")
             elif not on:

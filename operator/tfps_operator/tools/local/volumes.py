@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from tfps_wire.safepaths import at_or_under
+
 from ...api.models import PSTrainingJob, Role, replica_counts, replica_field
 from ..local_layout import LOCAL_DIR, VOLUMES_DIR
 
@@ -82,7 +84,7 @@ class RoleVolumes:
 def host_path(binds: Iterable[Bind], path: str) -> str | None:
     """Where ``path`` (as a process sees it) is on this machine: under the bind whose mount path holds it
     (the deepest), or None when no bind does."""
-    found = [b for b in binds if path == b.target or path.startswith(b.target.rstrip("/") + "/")]
+    found = [b for b in binds if at_or_under(path, b.target)]
     if not found:
         return None
     b = max(found, key=lambda x: len(x.target))
