@@ -883,15 +883,13 @@ def program_job(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return config_map, job
 
 
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_a_tfjob_users_own_program_trains_and_exports_on_real_pods(operated, name, wait_until):
-    """A parameter-server ``model.fit`` program and a MultiWorkerMirrored one, unchanged, in real containers:
-    the lead's checkpoints land on the volume and in the status, and the saved model is exported verified."""
-    kube, op, pv = operated
-    data = pv(names.pvc_name(name))
-    config_map, job = program_job(name)
+def program_succeeded(
+    kube: Kube, op: Any, wait_until: Any, config_map: dict[str, Any], job: dict[str, Any]
+) -> dict[str, Any]:
+    """Create the program's code ConfigMap and its job; the job's status once it has finished, which must be
+    Succeeded (else the operator's log)."""
+    name = job["metadata"]["name"]
     kube.core.create_namespaced_config_map(kube.ns, config_map)
-    t0 = time.monotonic()
     kube.create_job(job)
     st = wait_until(
         lambda: (s := kube.status(name)).get("phase") in ("Succeeded", "Failed") and s,
@@ -900,6 +898,18 @@ def test_a_tfjob_users_own_program_trains_and_exports_on_real_pods(operated, nam
         what=f"{name} finished",
     )
     assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
+    return st
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_a_tfjob_users_own_program_trains_and_exports_on_real_pods(operated, name, wait_until):
+    """A parameter-server ``model.fit`` program and a MultiWorkerMirrored one, unchanged, in real containers:
+    the lead's checkpoints land on the volume and in the status, and the saved model is exported verified."""
+    kube, op, pv = operated
+    data = pv(names.pvc_name(name))
+    config_map, job = program_job(name)
+    t0 = time.monotonic()
+    st = program_succeeded(kube, op, wait_until, config_map, job)
     final = PROGRAMS[name][4]
     assert st["restarts"] == 0 and st["checkpoint"]["step"] == final, st
     assert list(data.rglob("model/saved_model.pb")), sorted(str(p) for p in data.rglob("*"))[:50]
@@ -993,16 +1003,8 @@ def test_a_program_saving_to_its_own_claim_is_followed_and_exported_from_there(o
     template = spec["replicas"]["worker"]["template"]["spec"]
     template["volumes"] = [{"name": "training", "persistentVolumeClaim": {"claimName": "strategy-volume"}}]
     template["volumeMounts"] = [{"name": "training", "mountPath": "/train"}]
-    kube.core.create_namespaced_config_map(kube.ns, config_map)
     t0 = time.monotonic()
-    kube.create_job(job)
-    st = wait_until(
-        lambda: (s := kube.status(name)).get("phase") in ("Succeeded", "Failed") and s,
-        timeout=900,
-        interval=2,
-        what=f"{name} finished",
-    )
-    assert st["phase"] == "Succeeded", (st, op.log()[-3000:])
+    st = program_succeeded(kube, op, wait_until, config_map, job)
     final = PROGRAMS["mwms-fit"][4]
     assert st["checkpoint"]["step"] == final and st["checkpoint"]["path"] == "/train/checkpoint/weights", st
     assert (train / "saved_model" / "saved_model.pb").is_file(), sorted(str(p) for p in train.rglob("*"))[:50]
