@@ -179,10 +179,10 @@ def plan(
                 claim = (vol[kind] or {}).get("claimName")
                 if not isinstance(claim, str) or not claim or "/" in claim or claim in (".", ".."):
                     raise VolumeRefusal(f"{where}.persistentVolumeClaim.claimName: a claim name is required")
-                claim_dir = workdir / VOLUMES_DIR / claim
-                claims.append(str(claim_dir / sub) if sub else str(claim_dir))
+                claim_dir = str(workdir / VOLUMES_DIR / claim / sub)  # an empty subPath adds nothing
+                claims.append(claim_dir)
                 read_only = read_only or bool(vol[kind].get("readOnly", False))
-                binds.append(Bind(str(claim_dir / sub) if sub else str(claim_dir), mount["mountPath"], read_only))
+                binds.append(Bind(claim_dir, mount["mountPath"], read_only))
             elif kind == "emptyDir":
                 src = str(job_dir / LOCAL_DIR / "emptydir" / "{task}" / name)
                 empties.append(src)
